@@ -1,0 +1,46 @@
+"""The turn budget: how it is worded for the agent, and how BudgetMix samples it.
+
+The paper tells the agent its total and remaining turn budget every turn; `statement` is the one place that
+words it, so every environment says it the same way. BudgetMix RL draws one budget per task group from
+candidates at 10 % steps of T_max (unique values), uniformly.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+BUDGETMIX_FRACTIONS = tuple(round(0.1 * i, 1) for i in range(1, 11))
+
+
+def statement(total: int, remaining: int) -> str:
+    """The budget line the agent sees, e.g. 'Turns left: 7 of 10.'"""
+    if total < 1 or not 0 <= remaining <= total:
+        raise ValueError(f"budget: remaining={remaining} must lie in [0, total={total}] with total >= 1")
+    return f"Turns left: {remaining} of {total}."
+
+
+def round_half_up(x: float) -> int:
+    """Round x.5 up (Python's round() rounds half to even, which would make 2.5 -> 2 but 3.5 -> 4)."""
+    return math.floor(x + 0.5)
+
+
+def budget_at(fraction: float, t_max: int) -> int:
+    """The budget at a fraction of T_max: max(1, round_half_up(fraction * T_max))."""
+    if not 0 < fraction <= 1:
+        raise ValueError(f"budget fraction {fraction} must lie in (0, 1]")
+    return max(1, round_half_up(fraction * t_max))
+
+
+def budgetmix_candidates(t_max: int) -> list[int]:
+    """Sorted unique max(1, round(f * T_max)) for f = 0.1, 0.2, ..., 1.0."""
+    if t_max < 1:
+        raise ValueError(f"t_max={t_max} must be at least 1")
+    return sorted({budget_at(f, t_max) for f in BUDGETMIX_FRACTIONS})
+
+
+def sample_budgets(t_max: int, n_groups: int, rng: np.random.Generator) -> list[int]:
+    """One budget per task group, drawn uniformly from the BudgetMix candidates."""
+    cands = budgetmix_candidates(t_max)
+    return [int(cands[i]) for i in rng.integers(0, len(cands), size=n_groups)]

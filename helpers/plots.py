@@ -30,3 +30,199 @@ def upper_bound(df: pd.DataFrame, t_max: int) -> plt.Figure:
     )
     ax.legend(frameon=False, fontsize=9)
     return fig
+
+
+def _color(name: str) -> str | None:
+    return PALETTE.get(name.lower())
+
+
+def training_curves(m: pd.DataFrame, title: str) -> plt.Figure:
+    """R_multi (success at the full budget on fixed training maps, and the training batch's success) and
+    R_single (mean step quality on the fixed probe pool) against the RL step."""
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.4))
+    batch = m.dropna(subset=["success"]) if "success" in m else m.iloc[0:0]
+    if len(batch):
+        ax1.plot(batch["step"], batch["success"].rolling(5, min_periods=1).mean(), color="#9ecae1",
+                 label="training batch (5-step mean)")  # fmt: skip
+    ev = m.dropna(subset=["eval_success"])
+    ax1.plot(ev["step"], ev["eval_success"], marker="o", color=PALETTE["grpo"], label="R_multi (full budget)")
+    ax1.set(xlabel="RL step", ylabel="success", title=f"{title}: trajectory level", ylim=(-0.02, 1.02))
+    ax1.legend(frameon=False, fontsize=8)
+    rs = m.dropna(subset=["r_single"])
+    ax2.plot(rs["step"], rs["r_single"], marker="o", color=PALETTE["budgetmix"])
+    ax2.set(xlabel="RL step", ylabel="R_single (mean step quality)", title=f"{title}: step level")
+    fig.tight_layout()
+    return fig
+
+
+def compare_curves(runs: dict[str, pd.DataFrame], column: str, ylabel: str) -> plt.Figure:
+    """One metric of several RL runs against the step (e.g. R_single of GRPO and BudgetMix)."""
+    fig, ax = plt.subplots(figsize=(5.5, 3.4))
+    for name, m in runs.items():
+        d = m.dropna(subset=[column])
+        ax.plot(d["step"], d[column], marker="o", label=name, color=_color(name))
+    ax.set(xlabel="RL step", ylabel=ylabel)
+    ax.legend(frameon=False)
+    return fig
+
+
+def budget_bars(table: pd.DataFrame, upper: dict | None = None) -> plt.Figure:
+    """Grouped bars: success per budget (fraction of T_max) per model, with confidence intervals.
+
+    `table` has columns model, fraction, budget, success, low, high.
+    """
+    fig, ax = plt.subplots(figsize=(7, 3.6))
+    names = list(dict.fromkeys(table["model"]))
+    fracs = sorted(table["fraction"].unique())
+    width = 0.8 / len(names)
+    for i, name in enumerate(names):
+        d = table[table["model"] == name].set_index("fraction").loc[fracs]
+        x = [j + (i - (len(names) - 1) / 2) * width for j in range(len(fracs))]
+        ax.bar(x, d["success"], width, label=name, color=_color(name),
+               yerr=[d["success"] - d["low"], d["high"] - d["success"]], capsize=3)  # fmt: skip
+    if upper:
+        ax.scatter(range(len(fracs)), [upper[f] for f in fracs], marker="_", s=600, color="k", zorder=3,
+                   label="structural upper bound")  # fmt: skip
+    budgets = table.drop_duplicates("fraction").set_index("fraction").loc[fracs, "budget"]
+    ax.set_xticks(range(len(fracs)), [f"{f:.0%}\n(T={b})" for f, b in zip(fracs, budgets, strict=True)])
+    ax.set(xlabel="turn budget (fraction of T_max)", ylabel="success rate", ylim=(0, 1.05))
+    ax.legend(frameon=False, fontsize=8, ncol=2)
+    return fig
+
+
+def pass_at_k_curves(table: pd.DataFrame) -> plt.Figure:
+    """Pass@K against K, one panel per budget T, one line per model (long table from metrics.pass_at_kt)."""
+    Ts = sorted(table["T"].unique())
+    cols = min(4, len(Ts))
+    rows = -(-len(Ts) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 2.8 * rows), sharey=True, squeeze=False)
+    for ax, T in zip(axes.flat, Ts, strict=False):
+        d = table[table["T"] == T]
+        for name, g in d.groupby("model", sort=False):
+            ax.plot(g["K"], g["pass"], label=name, color=_color(name))
+        ax.set(title=f"T = {T}", xscale="log", xlabel="K", ylim=(0, 1.02))
+        ax.set_xticks([1, 2, 4, 8, 16][: len(set(d["K"]))], labels=None)
+    for ax in axes.flat[len(Ts) :]:
+        ax.axis("off")
+    axes[0, 0].set_ylabel("Pass@(K, T)")
+    axes[0, 0].legend(frameon=False, fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def pass_at_t_curves(table: pd.DataFrame, upper: dict | None = None, k: int = 8) -> plt.Figure:
+    """Pass@T = Pass@(K=k, T) against T per model, with bootstrap intervals and the structural upper bound.
+
+    `table` has columns model, T, pass, low, high.
+    """
+    fig, ax = plt.subplots(figsize=(5.5, 3.6))
+    for name, g in table.groupby("model", sort=False):
+        ax.plot(g["T"], g["pass"], marker="o", label=name, color=_color(name))
+        ax.fill_between(g["T"], g["low"], g["high"], alpha=0.15, color=_color(name))
+    if upper:
+        Ts = sorted(upper)
+        ax.plot(Ts, [upper[T] for T in Ts], "k--", lw=1, label="structural upper bound")
+    ax.set(xlabel="turn budget T", ylabel=f"Pass@(K={k}, T)", ylim=(0, 1.02))
+    ax.legend(frameon=False, fontsize=8)
+    return fig
+
+
+def gap_heatmap(diff: pd.DataFrame, title: str) -> plt.Figure:
+    """RL minus base over (K, T), in percentage points (rows T, columns K)."""
+    fig, ax = plt.subplots(figsize=(7, 3.8))
+    lim = max(1.0, float(abs(diff.to_numpy()).max()))
+    sns.heatmap(diff, ax=ax, cmap="RdBu", center=0, vmin=-lim, vmax=lim, annot=diff.shape[1] <= 16, fmt=".0f",
+                cbar_kws={"label": "points"})  # fmt: skip
+    ax.set(title=title, xlabel="K (trajectories sampled)", ylabel="T (turn budget)")
+    ax.invert_yaxis()
+    return fig
+
+
+def quality_distributions(per_state: pd.DataFrame) -> plt.Figure:
+    """Per-state mean step quality of base and RL (left) and the RL-minus-base difference (right)."""
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.4))
+    bins = [i / 20 for i in range(21)]
+    for name in ("base", "rl"):
+        ax1.hist(
+            per_state[name], bins=bins, alpha=0.55, label=name, color=_color("grpo" if name == "rl" else name)
+        )
+    ax1.set(xlabel="mean step quality at the state (normalised Q*)", ylabel="states")
+    ax1.legend(frameon=False)
+    ax2.hist(per_state["diff"], bins=41, color="#555555")
+    ax2.axvline(0, color="k", lw=0.8)
+    ax2.set(xlabel="RL minus base", ylabel="states")
+    fig.tight_layout()
+    return fig
+
+
+def win_rate_by_depth(depth: pd.DataFrame) -> plt.Figure:
+    """Stacked fractions of states where RL is better / tied / worse, per bin of normalised depth d_t."""
+    fig, ax = plt.subplots(figsize=(6, 3.4))
+    x = range(len(depth))
+    ax.bar(x, depth["rl_better"], color=PALETTE["grpo"], label="RL better")
+    ax.bar(x, depth["tie"], bottom=depth["rl_better"], color="#dddddd", label="tie")
+    ax.bar(
+        x,
+        depth["base_better"],
+        bottom=depth["rl_better"] + depth["tie"],
+        color=PALETTE["base"],
+        label="base better",
+    )
+    ax.set_xticks(
+        list(x), [f"{b}\nn={n}" for b, n in zip(depth["depth_bin"], depth["n_states"], strict=True)]
+    )
+    ax.set(xlabel="normalised depth d_t = t / T_max", ylabel="fraction of states", ylim=(0, 1))
+    ax.legend(frameon=False, fontsize=8, loc="upper left", bbox_to_anchor=(1, 1))
+    return fig
+
+
+def error_recovery(superior: dict, continuation: pd.DataFrame) -> plt.Figure:
+    """Left: at error states, where RL's next action is better / tied / worse. Right: continuation success."""
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9, 3.4))
+    parts = [("RL better", superior["rl_better"], PALETTE["grpo"]), ("tie", superior["tie"], "#dddddd"),
+             ("base better", superior["base_better"], PALETTE["base"])]  # fmt: skip
+    ax1.bar([p[0] for p in parts], [p[1] for p in parts], color=[p[2] for p in parts])
+    ax1.set(ylabel="fraction of error states", ylim=(0, 1), title="next action after an injected error")
+    d = continuation.set_index("model")
+    colors = [PALETTE["grpo"] if m == "rl" else PALETTE["base"] for m in d.index]
+    ax2.bar(
+        d.index,
+        d["success"],
+        color=colors,
+        yerr=[d["success"] - d["low"], d["high"] - d["success"]],
+        capsize=4,
+    )
+    ax2.set(
+        ylabel="success from the error state", ylim=(0, 1), title="continuation with the remaining budget"
+    )
+    fig.tight_layout()
+    return fig
+
+
+def nll_histograms(nll: pd.DataFrame) -> plt.Figure:
+    """Overlapping histograms of per-token action NLL under the base policy, for RL and base actions."""
+    fig, ax = plt.subplots(figsize=(5.5, 3.4))
+    hi = float(nll["nll_mean"].quantile(0.99)) or 1.0
+    bins = [hi * i / 40 for i in range(41)]
+    for name, g in nll.groupby("actions_of"):
+        ax.hist(g["nll_mean"].clip(upper=hi), bins=bins, alpha=0.55, density=True, label=f"{name} actions",
+                color=_color("grpo" if name == "rl" else name))  # fmt: skip
+    ax.set(xlabel="per-token NLL under the base policy (nats)", ylabel="density")
+    ax.legend(frameon=False)
+    return fig
+
+
+def llr_curves(llr: pd.DataFrame) -> plt.Figure:
+    """Mean cumulative log-likelihood ratio log pi_RL - log pi_base against the turn, per trajectory source."""
+    fig, ax = plt.subplots(figsize=(5.5, 3.4))
+    for name, g in llr.groupby("trajectories_of"):
+        m = g.groupby("turn")["cum_llr"].agg(["mean", "sem", "count"]).reset_index()
+        c = _color("grpo" if name == "rl" else name)
+        ax.plot(m["turn"], m["mean"], marker="o", color=c, label=f"successful {name} trajectories")
+        ax.fill_between(
+            m["turn"], m["mean"] - m["sem"].fillna(0), m["mean"] + m["sem"].fillna(0), alpha=0.2, color=c
+        )
+    ax.axhline(0, color="k", lw=0.8)
+    ax.set(xlabel="turn t", ylabel="cumulative log π_RL − log π_base")
+    ax.legend(frameon=False, fontsize=8)
+    return fig

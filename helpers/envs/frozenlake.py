@@ -300,6 +300,7 @@ class FrozenLakeEnv:
         if self.done and not terminated:
             note = "Out of turns."
         info["state"] = self.state
+        info["terminated"] = bool(terminated)  # the episode ended by itself (goal or hole), not by the budget
         return StepResult(self._observation(note), float(reward), self.done, success, info)
 
     # -- oracle -------------------------------------------------------------------------------------------
@@ -307,6 +308,10 @@ class FrozenLakeEnv:
         """Q*(s, .) at the current state with the remaining budget as horizon (gamma from the task)."""
         q = _optimal_q(self.desc, self.remaining, self.gamma, self.is_slippery)
         return q[self.remaining, self.state]
+
+    def incorrect_actions(self) -> list[str]:
+        """Suboptimal moves that do not end the episode (see `incorrect_actions`)."""
+        return incorrect_actions(self)
 
     def step_quality(self, action_text: str) -> float | None:
         """Q*(s, a) / max_a' Q*(s, a'): 1 for a best action, 0 for an invalid one or a move into a hole.
@@ -322,6 +327,25 @@ class FrozenLakeEnv:
         q = self.q_values()
         best = q.max()
         return 1.0 if best <= 0 else float(q[action] / best)
+
+
+def incorrect_actions(env: FrozenLakeEnv) -> list[str]:
+    """Moves at the current state whose Q* is below the best and that do not end the episode (no hole, no goal).
+
+    These are the candidates for an injected error: a worse move after which the agent still has a state to
+    recover from (a move into a hole would leave nothing to recover).
+    """
+    q = env.q_values()
+    best = q.max()
+    out = []
+    for a in range(4):
+        if q[a] >= best - 1e-12:
+            continue
+        P = env._gym.unwrapped.P[env.state][a]
+        ends = any(done for p, _, _, done in P if p > 0)
+        if not ends:
+            out.append(format_action(a))
+    return out
 
 
 def q_greedy_action(env: FrozenLakeEnv, rng: np.random.Generator, epsilon: float = 0.0) -> int:

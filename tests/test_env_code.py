@@ -1,0 +1,258 @@
+"""DeepCoder-MT: test normalisation, bundled data, the multi-turn protocol and the splits."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from helpers.budget import statement
+from helpers.envs import base, sandbox
+from helpers.envs.code import (
+    CodeEnv,
+    demo,
+    extract_program,
+    fence,
+    humaneval_tasks,
+    humaneval_tests,
+    kit_tasks,
+    normalise_tests,
+    split_of,
+    task_from_row,
+)
+
+
+@pytest.fixture(scope="module")
+def kit():
+    return kit_tasks(t_max=4)
+
+
+@pytest.fixture(scope="module")
+def humaneval():
+    return humaneval_tasks(t_max=4)
+
+
+def kit_task(kit, title: str):
+    return next(t for t in kit if t.payload["problem"].startswith(title))
+
+
+# -------------------------------------------------------------------------------------------- normalisation
+
+
+def test_the_three_deepcoder_shapes_normalise_to_one_format():
+    lcb = [
+        {"input": "[2, 7, 11, 15]\n9", "output": "[0, 1]", "testtype": "functional"},
+        {"input": "1 2\n", "output": "3\n", "testtype": "stdin"},
+    ]
+    assert normalise_tests(json.dumps(lcb), json.dumps({"func_name": "twoSum"})) == [
+        {"kind": "call", "fn_name": "twoSum", "args": [[2, 7, 11, 15], 9], "output": [0, 1]},
+        {"kind": "stdin", "input": "1 2\n", "output": "3\n"},
+    ]
+    prime = [{"input": "5\n", "output": "25\n", "type": "stdin_stdout"}]
+    assert normalise_tests(prime) == [{"kind": "stdin", "input": "5\n", "output": "25\n"}]
+    taco_call = {"fn_name": "add", "inputs": [[1, 2], [3, 4]], "outputs": [[3], 7]}
+    assert normalise_tests(taco_call) == [
+        {"kind": "call", "fn_name": "add", "args": [1, 2], "output": [3], "alt_outputs": [3]},
+        {"kind": "call", "fn_name": "add", "args": [3, 4], "output": 7},
+    ]
+    taco_stdin = {"inputs": ["1\n", ["2", "3"]], "outputs": ["1\n", "5"]}
+    assert normalise_tests(taco_stdin)[1] == {"kind": "stdin", "input": "2\n3", "output": "5"}
+    # the normalised tests run: a Solution method for the LiveCodeBench row, a plain function for TACO
+    solution = "class Solution:\n    def twoSum(self, nums, target):\n        seen = {}\n        for i, x in enumerate(nums):\n            if target - x in seen:\n                return [seen[target - x], i]\n            seen[x] = i"
+    assert sandbox.run_program(solution, normalise_tests(lcb, {"func_name": "twoSum"})[:1]).all_passed
+    assert sandbox.run_program("def add(a, b):\n    return a + b", normalise_tests(taco_call)).all_passed
+
+
+def test_bad_test_shapes_fail_clearly():
+    with pytest.raises(ValueError, match="unknown test type 'bogus'"):
+        normalise_tests([{"input": "", "output": "", "type": "bogus"}])
+    with pytest.raises(ValueError, match="function name"):
+        normalise_tests([{"input": "1", "output": "1", "testtype": "functional"}])
+    with pytest.raises(ValueError, match="equally long"):
+        normalise_tests({"inputs": ["1"], "outputs": []})
+    with pytest.raises(ValueError, match="missing column 'tests'"):
+        task_from_row({"problem": "p"}, "x", "hub", 4)
+
+
+def test_hub_rows_become_tasks():
+    row = {
+        "problem": "Return the sum.",
+        "tests": json.dumps([{"input": "1\n2", "output": "3", "testtype": "functional"}]),
+        "metadata": json.dumps({"func_name": "add"}),
+        "starter_code": "class Solution:\n    def add(self, a: int, b: int) -> int:\n        ",
+    }
+    task = task_from_row(row, "lcbv5-test-00000", "deepcoder:lcbv5", t_max=3)
+    env = CodeEnv()
+    messages = env.reset(task, 3)
+    assert "Starter code" in messages[1]["content"] and "Solution" in messages[1]["content"]
+    assert env.step_quality(fence("class Solution:\n    def add(self, a, b):\n        return a + b")) == 1.0
+    assert CodeEnv.upper_bound(task, 3) is None  # no reference solution in the hub rows
+
+
+def test_hub_loader_fails_clearly_offline():
+    code = (
+        "from helpers.envs.code import CodeEnv\n"
+        "try:\n    CodeEnv.load_tasks('test', source='hub', subsets=('lcbv5',))\n"
+        "except (ImportError, RuntimeError) as e:\n    print('ERR', e)\n"
+    )
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+    ).stdout
+    assert "ERR" in out and "agentica-org/DeepCoder-Preview-Dataset" in out
+    assert "source='bundled'" in out or "pip install datasets" in out
+
+
+# -------------------------------------------------------------------------------------------- bundled data
+
+
+def test_kit_problems_are_enough_and_every_reference_passes(kit):
+    assert len(kit) >= 30
+    assert all(len(t.payload["tests"]) >= 5 and t.payload["reference"] for t in kit)
+    assert {t["kind"] for t in kit for t in t.payload["tests"]} == {"stdin"}
+    results = sandbox.run_many([sandbox.Job(t.payload["reference"], t.payload["tests"]) for t in kit])
+    failed = [t.task_id for t, r in zip(kit, results, strict=True) if not r.all_passed]
+    assert not failed
+
+
+def test_every_humaneval_canonical_solution_passes(humaneval):
+    assert len(humaneval) == 164
+    jobs = [sandbox.Job(t.payload["reference"], t.payload["tests"], t.payload["setup"]) for t in humaneval]
+    results = sandbox.run_many(jobs, limits=sandbox.Limits(timeout_s=10))
+    failed = [
+        (t.task_id, [x.error for x in r.tests if not x.passed][:1])
+        for t, r in zip(humaneval, results, strict=True)
+        if not r.all_passed
+    ]
+    assert not failed
+
+
+def test_humaneval_check_becomes_one_test_per_assert(humaneval):
+    src = "METADATA = {}\n\ndef check(candidate):\n    import math\n    assert candidate(2) == 4\n    assert True\n    for x in range(3):\n        assert candidate(x) == 2 * x\n    assert math.isclose(candidate(0.5), 1.0)\n"
+    tests = humaneval_tests(src, "double")
+    assert [t["label"] for t in tests] == [
+        "assert candidate(2) == 4",
+        "for x in range(3):\n    assert candidate(x) == 2 * x",
+        "assert math.isclose(candidate(0.5), 1.0)",
+    ]
+    assert all("import math" in t["code"] and "METADATA" in t["code"] for t in tests)
+    r = sandbox.run_program("def double(x):\n    return x + 2", tests)  # right only for x = 2
+    assert [t.passed for t in r.tests] == [True, False, False]
+    assert r.tests[1].actual == "2" and "assert candidate(x) == 2 * x" in r.tests[1].error
+    # a wrong HumanEval solution scores a fraction, not all-or-nothing
+    task = next(t for t in humaneval if t.task_id == "humaneval-000")
+    env = CodeEnv()
+    env.reset(task, 2)
+    wrong = "def has_close_elements(numbers, threshold):\n    return False"
+    assert 0 < env.step_quality(fence(wrong)) < 1
+
+
+def test_splits_are_deterministic_disjoint_and_seeded():
+    train = CodeEnv.load_tasks("train")
+    test = CodeEnv.load_tasks("test")
+    assert {t.task_id for t in train}.isdisjoint(t.task_id for t in test)
+    assert {t.payload["problem"] for t in train}.isdisjoint(t.payload["problem"] for t in test)
+    assert len(train) + len(test) == 32 + 164 and len(test) > 20
+    assert all(split_of(t.task_id) == "test" for t in test)
+    assert [t.task_id for t in CodeEnv.load_tasks("test")] == [t.task_id for t in test]
+    sub = base.load_tasks("deepcoder", "train", n=10, seed=3)
+    assert [t.task_id for t in sub] == [
+        t.task_id for t in base.load_tasks("deepcoder", "train", n=10, seed=3)
+    ]
+    assert len(sub) == 10 and {t.task_id for t in sub} <= {t.task_id for t in train}
+    kit_only = CodeEnv.load_tasks("test", sets=["kit"], t_max=6, max_tests=3)
+    assert all(
+        t.task_id.startswith("kit-") and t.t_max == 6 and len(t.payload["tests"]) == 3 for t in kit_only
+    )
+    with pytest.raises(ValueError, match="unknown bundled set"):
+        CodeEnv.load_tasks("test", sets=["mbpp"])
+
+
+# ----------------------------------------------------------------------------------------- the protocol
+
+
+def test_extract_program_takes_the_last_python_block():
+    reply = "Plan.\n```python\nprint(1)\n```\nBetter:\n```py\nprint(2)\n```\n```text\nno\n```"
+    assert extract_program(reply) == "print(2)\n"
+    assert extract_program("print(3)") is None and extract_program("```\nprint(3)\n```") is None
+
+
+def test_wrong_then_right_with_feedback(kit):
+    task = kit_task(kit, "Spread")
+    env = base.make("deepcoder")
+    messages = env.reset(task, 3)
+    assert messages[0]["role"] == "system" and messages[1]["content"].endswith(statement(3, 3))
+    wrong = "n = int(input())\na = list(map(int, input().split()))\nprint(max(a) - min(a) + 1)"
+    q = env.step_quality(fence(wrong))
+    assert q == 0.0 and env.remaining == 3 and env.t == 0  # step_quality leaves the state alone
+    res = env.step("I think this works:\n" + fence(wrong))
+    assert not res.done and res.reward == 0 and not res.success and res.info["invalid"] is False
+    assert res.info["passed"] == 0 and res.info["total"] == len(task.payload["tests"])
+    obs = res.observation
+    assert obs.count("\nTest ") == 2  # at most two failing tests are shown
+    assert "Input:\n3\n1 5 3" in obs and "Expected:\n4" in obs and "Actual:\n5" in obs
+    assert obs.endswith(statement(3, 2))
+    assert env.step_quality(fence(task.payload["reference"])) == 1.0
+    res = env.step(fence(task.payload["reference"]))
+    assert res.done and res.success and res.reward == 1.0 and "All" in res.observation
+    with pytest.raises(RuntimeError):
+        env.step(fence(task.payload["reference"]))
+
+
+def test_errors_and_timeouts_appear_in_the_feedback(kit):
+    task = kit_task(kit, "Sum of digits")
+    env = CodeEnv(timeout_s=0.5)
+    env.reset(task, 2)
+    res = env.step(fence("print(int(input()) / 0)"))
+    assert "ZeroDivisionError" in res.observation and "runtime error" in res.observation
+    res = env.step(fence("while True:\n    pass"))
+    assert res.done and "time limit" in res.observation and res.observation.endswith("Out of turns.")
+
+
+def test_reply_without_code_is_invalid_and_uses_the_turn(kit):
+    env = CodeEnv()
+    env.reset(kit[0], 2)
+    assert env.step_quality("just prose") == 0.0
+    res = env.step("I would sort the list.")
+    assert res.info["invalid"] and res.reward == 0 and not res.done
+    assert "no ```python code block" in res.observation and res.observation.endswith(statement(2, 1))
+    res = env.step("still nothing")
+    assert res.done and res.info["invalid"] and not res.success
+
+
+def test_replay_is_deterministic(kit):
+    task = kit_task(kit, "FizzBuzz")
+    actions = [
+        fence("n = int(input())\nfor i in range(1, n + 1):\n    print(i)"),
+        "oops",
+        fence(task.payload["reference"]),
+    ]
+
+    def play():
+        env = CodeEnv()
+        out = [env.reset(task, 3)[1]["content"]]
+        for a in actions:
+            r = env.step(a)
+            out.append((r.observation, r.reward, r.done))
+        return out
+
+    assert play() == play()
+    assert CodeEnv.upper_bound(task, 1) == 1.0
+
+
+def test_demo_scripted_player():
+    d = demo()
+    assert d["success"] and [t["reward"] for t in d["turns"]] == [0.0, 1.0]
+    assert d["turns"][0]["step_quality"] < 1.0 and d["turns"][1]["step_quality"] == 1.0
+    assert [m["role"] for m in d["transcript"]] == [
+        "system",
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+        "user",
+    ]
+    assert "Failing tests" in d["transcript"][3]["content"]

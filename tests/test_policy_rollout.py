@@ -1,0 +1,173 @@
+"""The tiny model, the HF policy (generate/score, carried KV cache) and lock-step rollouts."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from helpers import config, models, store, train
+from helpers.envs import frozenlake as fl
+from helpers.envs import load_tasks, settings
+from helpers.policy import HFPolicy, Sampling
+from helpers.rollout import ChatFormat, Trajectory, rollout, summarize
+
+
+@pytest.fixture(scope="module")
+def cfg():
+    return config.load("smoke")
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(cfg, tmp_path_factory):
+    """An untrained tiny model (random weights sample varied tokens, which exercises every code path)."""
+    transcripts = train.demonstrations(cfg, 40, seed=0)
+    return models.build_tiny(
+        cfg.model.tiny, train.tokenizer_corpus(transcripts), tmp_path_factory.mktemp("tiny")
+    )
+
+
+@pytest.fixture(scope="module")
+def tasks(cfg):
+    return load_tasks("frozenlake", "test", **settings(cfg))
+
+
+def test_tokenizer_round_trip_and_small_pieces(tiny_dir, tasks):
+    _, tok = models.load(tiny_dir)
+    texts = [
+        fl.SYSTEM_PROMPT,
+        fl.render(tasks[0].payload["desc"], 0),
+        "<answer>Left</answer>",
+        "Turns left: 3 of 6.",
+    ]
+    for text in texts:
+        assert tok.decode(tok(text, add_special_tokens=False)["input_ids"]) == text
+    ids = tok("<answer>Left</answer>", add_special_tokens=False)["input_ids"]
+    assert tok.convert_ids_to_tokens(ids) == ["<answer>", "Left", "</answer>"]
+    grid = fl.render(tasks[0].payload["desc"], 0)
+    assert len(tok(grid, add_special_tokens=False)["input_ids"]) == len(grid)  # one token per grid cell
+
+
+def test_chat_template_assistant_mask(tiny_dir, tasks):
+    _, tok = models.load(tiny_dir)
+    from helpers.envs import play
+
+    transcript, _ = play(fl.FrozenLakeEnv(), tasks[0], 4, fl.scripted_player(0.0))
+    out = tok.apply_chat_template(transcript, return_assistant_tokens_mask=True, return_dict=True)
+    marked = [i for i, m in zip(out["input_ids"], out["assistant_masks"], strict=True) if m]
+    expected = [
+        i for m in transcript if m["role"] == "assistant" for i in ChatFormat(tok).action_ids(m["content"])
+    ]
+    assert marked == expected
+    # and the incremental encoding used by rollouts and SFT gives the same ids and mask as the template
+    ids, mask = train.encode_transcript(ChatFormat(tok), transcript)
+    assert ids == out["input_ids"][: len(ids)]
+    assert mask == out["assistant_masks"][: len(ids)]
+
+
+def test_loads_by_path_with_auto_classes(tiny_dir):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    assert AutoModelForCausalLM.from_pretrained(tiny_dir).config.model_type == "qwen3"
+    assert AutoTokenizer.from_pretrained(tiny_dir).chat_template
+
+
+def test_generate_logprobs_match_score(tiny_dir, tasks):
+    pol = HFPolicy.from_pretrained(tiny_dir)
+    trajs = rollout(pol, "frozenlake", tasks[:4], 4, 3, Sampling(1.0, 1.0, 6), seed=0)
+    prompts = [t.token_ids[: t.prompt_len] for t in trajs]
+    conts = [t.token_ids[t.prompt_len :] for t in trajs]
+    for t, s in zip(trajs, pol.score(prompts, conts), strict=True):
+        m = np.array(t.gen_mask[t.prompt_len :], bool)
+        assert m.any()
+        np.testing.assert_allclose(np.array(s)[m], np.array(t.logprobs[t.prompt_len :])[m], atol=2e-5)
+
+
+def test_carried_cache_equals_reencoding(tiny_dir, tasks):
+    cached = HFPolicy.from_pretrained(tiny_dir, prefix_cache=True)
+    naive = HFPolicy.from_pretrained(tiny_dir, prefix_cache=False)
+    a = rollout(cached, "frozenlake", tasks[:5], 5, 2, Sampling(1.0, 1.0, 6), seed=4)
+    b = rollout(naive, "frozenlake", tasks[:5], 5, 2, Sampling(1.0, 1.0, 6), seed=4)
+    assert [t.token_ids for t in a] == [t.token_ids for t in b]
+    for x, y in zip(a, b, strict=True):
+        np.testing.assert_allclose(x.logprobs, y.logprobs, atol=2e-5)
+
+
+def test_rollout_is_deterministic_for_a_seed(tiny_dir, tasks):
+    pol = HFPolicy.from_pretrained(tiny_dir)
+    a = rollout(pol, "frozenlake", tasks[:3], 4, 2, Sampling(1.0, 1.0, 6), seed=7)
+    pol.reset_cache()
+    b = rollout(pol, "frozenlake", tasks[:3], 4, 2, Sampling(1.0, 1.0, 6), seed=7)
+    c = rollout(pol, "frozenlake", tasks[:3], 4, 2, Sampling(1.0, 1.0, 6), seed=8)
+    assert [t.to_dict() for t in a] == [t.to_dict() for t in b]
+    assert [t.token_ids for t in a] != [t.token_ids for t in c]
+
+
+def test_token_bookkeeping(tiny_dir, tasks):
+    pol = HFPolicy.from_pretrained(tiny_dir)
+    trajs = rollout(pol, "frozenlake", tasks[:4], 3, 2, Sampling(1.0, 1.0, 6), seed=1)
+    chat = ChatFormat(pol.tokenizer)
+    for t in trajs:
+        assert len(t.token_ids) == len(t.gen_mask) == len(t.logprobs)
+        spans = t.turn_spans()
+        assert len(spans) == t.n_turns <= t.budget
+        for (s, e), turn in zip(spans, t.turns, strict=True):
+            assert pol.tokenizer.decode(t.token_ids[s:e], skip_special_tokens=True) == turn["action"]
+        # the environment's tokens are the chat format's encoding of each observation
+        s_next = spans[1][0] if len(spans) > 1 else None
+        if s_next is not None:
+            obs = chat.observation_ids(t.turns[0]["observation"])
+            assert t.token_ids[s_next - len(obs) : s_next] == obs
+        assert all(lp == 0.0 for lp, m in zip(t.logprobs, t.gen_mask, strict=True) if not m)
+
+
+def test_budget_exhaustion_ends_with_reward_zero(tiny_dir, tasks):
+    pol = HFPolicy.from_pretrained(tiny_dir)
+    # Greedy decoding of an untrained model never writes a valid answer: every episode runs out of turns.
+    trajs = rollout(pol, "frozenlake", tasks[:3], 2, 1, Sampling(0.0, 1.0, 4), seed=0)
+    for t in trajs:
+        if not any(turn["success"] for turn in t.turns):
+            assert t.n_turns == 2 and t.reward == 0.0 and not t.success and t.turns[-1]["done"]
+    assert summarize(trajs)["n"] == 3
+
+
+def test_trajectories_round_trip_through_json_lines(tiny_dir, tasks, tmp_path):
+    pol = HFPolicy.from_pretrained(tiny_dir)
+    trajs = rollout(pol, "frozenlake", tasks[:2], 3, 2, Sampling(1.0, 1.0, 6), seed=2)
+    rec = store.Records(tmp_path / "t.jsonl")
+    rec.append([t.to_dict() for t in trajs])
+    back = [Trajectory.from_dict(d) for d in store.Records(tmp_path / "t.jsonl")]
+    assert back == trajs
+
+
+def test_base_model_is_cached_by_recipe(cfg):
+    path = train.base_model(cfg)
+    mtime = (path / "model.safetensors").stat().st_mtime
+    assert train.base_model(cfg) == path and (path / "model.safetensors").stat().st_mtime == mtime
+    other = config.load("smoke", sft__epsilon=0.5)
+    assert train.base_model(other) != path
+    summary = (path / "sft_summary.json").read_text()
+    assert "final_loss" in summary
+
+
+def test_sft_lowers_the_loss_on_assistant_tokens(cfg):
+    transcripts = train.demonstrations(cfg, 64, seed=1)
+    import tempfile
+
+    d = models.build_tiny(cfg.model.tiny, train.tokenizer_corpus(transcripts), tempfile.mkdtemp())
+    model, tok = models.load(d)
+    chat = ChatFormat(tok)
+    data = [train.encode_transcript(chat, t) for t in transcripts[:16]]
+    ids, attn, m = train.pad_batch([x[0] for x in data], [x[1] for x in data], tok.pad_token_id)
+
+    def loss():
+        with torch.no_grad():
+            from helpers.policy import token_logprobs
+
+            lp, _ = token_logprobs(model, ids, attn)
+            return float(-(lp * m[:, 1:]).sum() / m[:, 1:].sum())
+
+    before = loss()
+    small = config.load("smoke", sft__max_steps=30, sft__max_seconds=60.0)
+    train.sft(model, tok, transcripts, small)
+    assert loss() < before - 0.5

@@ -116,6 +116,9 @@ class SFTConfig:
     """Supervised pre-training of the tiny base on an imperfect scripted player."""
 
     n_demos: int = 20000  # demonstration episodes
+    context: Literal["window", "episode"] = (
+        "window"  # what one training example holds (see helpers.train.sft)
+    )
     epsilon: float = 0.3  # probability that the demonstrator takes a uniformly random action
     lr: float = 1e-3
     batch_size: int = 32

@@ -72,7 +72,8 @@ def budget_bars(table: pd.DataFrame, upper: dict | None = None) -> plt.Figure:
     `table` has columns model, fraction, budget, success, low, high.
     """
     fig, ax = plt.subplots(figsize=(7, 3.6))
-    names = list(dict.fromkeys(table["model"]))
+    order = list(PALETTE)
+    names = sorted(dict.fromkeys(table["model"]), key=lambda n: order.index(n) if n in order else len(order))
     fracs = sorted(table["fraction"].unique())
     width = 0.8 / len(names)
     for i, name in enumerate(names):

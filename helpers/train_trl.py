@@ -1,0 +1,371 @@
+"""Multi-GPU RL through TRL: the kit's lock-step rollouts handed to `trl.GRPOTrainer` as its rollout function.
+
+    accelerate launch --config_file configs/accelerate/deepspeed_zero3.yaml -m helpers.train_trl \\
+        --profile paper --mode budgetmix
+
+The single-process RL loop (`helpers.train.rl_train`) is the reference; this module runs the same algorithm where
+one GPU is not enough, with TRL doing the distributed optimisation (accelerate + DeepSpeed ZeRO-3) and the kit
+doing everything that is specific to the paper:
+
+* Data: one row per training task, whose `prompt` is the task id. TRL repeats every row G times (its
+  `RepeatSampler`) and hands each process its slice of prompts; the rollout function maps task ids back to tasks.
+* Rollouts: `KitRollout` runs `helpers.rollout.rollout` (one trajectory per repeated prompt, G per task group) with
+  the trainer's current weights: through TRL's colocated vLLM engine when `use_vllm` (TRL pushes the weights before
+  each call), else through `HFPolicy` over the unwrapped model (ZeRO-3 parameters gathered for the whole rollout).
+  It returns, per trajectory, the opening prompt's ids, `completion_ids` = everything after the prompt (generated
+  and environment tokens, exactly as the rollout accumulated them), their sampling `logprobs`, `env_mask` (1 =
+  model token, 0 = environment token; TRL multiplies its loss mask by it) and the reward as `env_reward`, which
+  `env_reward()` hands back to TRL as the reward function.
+* Budgets: `full` gives every group T_max; `budgetmix` draws one budget per task group from the BudgetMix candidates
+  with a generator seeded by sha256(profile seed, task id, trainer step), so every process that holds samples of
+  a group draws the same budget (Python's `hash()` is salted per process and would not).
+* Loss: GRPO advantages within groups (TRL's eps is 1e-4, verl's 1e-6); PPO-clip epsilon 0.2; KL to the frozen
+  base with beta = `train.kl_coef` (0.001) as TRL's k3 estimator without the bias correction
+  (`use_bias_correction_kl=False`; verl's `low_var_kl` additionally clamps at +-10, TRL does not); aggregation
+  `loss_type="dapo"`: the sum over all model tokens of the accumulated batch divided by their number across
+  processes, which is verl's `token-mean`. Constant learning rate, AdamW with weight decay, as the kit's loop.
+* Batch geometry: a rollout batch is `train.tasks_per_step * train.group_size` trajectories across all processes
+  (TRL's `generation_batch_size`); each optimiser step takes `train.minibatch_size` of them (so several optimiser
+  steps per rollout batch, PPO-style, with TRL recomputing the old log-probs); `train.micro_batch_size` bounds the
+  per-device batch. `train.steps` counts rollout batches, as in `rl_train`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import json
+import math
+import os
+import shutil
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+
+from helpers import budget as budget_lib
+from helpers import config as config_lib
+from helpers import models, store
+from helpers.config import Config
+from helpers.envs import load_tasks, settings
+from helpers.envs.base import Task
+from helpers.policy import HFPolicy, Sampling
+from helpers.rollout import ChatFormat, Trajectory, rollout
+from helpers.train import BUDGET_MODES, base_model, rl_dir, rl_reward
+
+REWARD_KEY = "env_reward"
+
+
+def group_seed(seed: int, task_id: str, step: int) -> int:
+    """The seed of one task group's budget draw: the same in every process (sha256, not Python's hash())."""
+    digest = hashlib.sha256(f"budgetmix|{seed}|{task_id}|{step}".encode()).digest()
+    return int.from_bytes(digest[:8], "little")
+
+
+def group_budget(mode: str, task: Task, seed: int, step: int) -> int:
+    """The budget of `task`'s group at trainer step `step`: T_max (`full`) or a BudgetMix draw (`budgetmix`)."""
+    if mode == "full":
+        return task.t_max
+    if mode == "budgetmix":
+        rng = np.random.default_rng(group_seed(seed, task.task_id, step))
+        return budget_lib.sample_budgets(task.t_max, 1, rng)[0]
+    raise ValueError(f"budget mode must be one of {BUDGET_MODES}, got {mode!r}")
+
+
+def runs(prompts: list[str]) -> list[tuple[str, int]]:
+    """Consecutive identical prompts as (prompt, count): TRL's sampler repeats each task G times in a row."""
+    out: list[tuple[str, int]] = []
+    for p in prompts:
+        if out and out[-1][0] == p:
+            out[-1] = (p, out[-1][1] + 1)
+        else:
+            out.append((p, 1))
+    return out
+
+
+def env_reward(prompts, completions, **kwargs) -> list[float]:
+    """TRL reward function: the reward the rollout computed (0 when the budget ran out unfinished)."""
+    if REWARD_KEY not in kwargs:
+        raise KeyError(f"reward function: the rollout function did not return {REWARD_KEY!r}")
+    return [float(r) for r in kwargs[REWARD_KEY]]
+
+
+class KitRollout:
+    """TRL `rollout_func`: the kit's lock-step multi-turn rollout over the tasks named by the prompts."""
+
+    def __init__(self, cfg: Config, mode: str, tasks: list[Task], tokenizer, chat_kwargs: dict | None = None):
+        if mode not in BUDGET_MODES:
+            raise ValueError(f"budget mode must be one of {BUDGET_MODES}, got {mode!r}")
+        self.cfg, self.mode = cfg, mode
+        self.tasks = {t.task_id: t for t in tasks}
+        if len(self.tasks) != len(tasks):
+            raise ValueError("training tasks must have distinct task ids (the prompt is the task id)")
+        self.tokenizer = tokenizer
+        self.chat = ChatFormat(tokenizer, chat_kwargs)
+        self.calls = 0
+        self.last: list[Trajectory] = []  # the trajectories of the latest call (tests and logging read them)
+
+    def __call__(self, prompts: list[str], trainer) -> dict[str, list]:
+        unknown = sorted({p for p in prompts if p not in self.tasks})
+        if unknown:
+            raise KeyError(f"rollout: prompt {unknown[0]!r} is not a training task id")
+        step = int(trainer.state.global_step)
+        rank = int(trainer.accelerator.process_index)
+        call_seed = int.from_bytes(
+            hashlib.sha256(f"rollout|{self.cfg.seed}|{self.calls}|{rank}".encode()).digest()[:4], "little"
+        )
+        self.calls += 1
+        args = trainer.args
+        sampling = Sampling(args.temperature, args.top_p, self.cfg.sampling.max_new_tokens)
+        # One rollout call per group size (normally a single call: every process holds whole groups of G).
+        groups = runs(prompts)
+        trajs_by_group: list[list[Trajectory]] = [[] for _ in groups]
+        with self._policy(trainer) as policy:
+            for size in sorted({n for _, n in groups}):
+                idx = [i for i, (_, n) in enumerate(groups) if n == size]
+                tasks = [self.tasks[groups[i][0]] for i in idx]
+                budgets = [group_budget(self.mode, t, self.cfg.seed, step) for t in tasks]
+                trajs = rollout(policy, self.cfg.env.name, tasks, budgets, size, sampling, seed=call_seed,
+                                step_quality=False, chat=self.chat, model_name=self.mode)  # fmt: skip
+                for k, i in enumerate(idx):
+                    trajs_by_group[i] = trajs[k * size : (k + 1) * size]
+        self.last = [t for g in trajs_by_group for t in g]
+        return self.to_trl(self.last)
+
+    @staticmethod
+    def to_trl(trajs: list[Trajectory]) -> dict[str, list]:
+        """TRL's view of trajectories: prompt ids, the rest of the conversation, its masks and the rewards."""
+        return {
+            "prompt_ids": [t.token_ids[: t.prompt_len] for t in trajs],
+            "completion_ids": [t.token_ids[t.prompt_len :] for t in trajs],
+            "logprobs": [t.logprobs[t.prompt_len :] for t in trajs],
+            "env_mask": [t.gen_mask[t.prompt_len :] for t in trajs],
+            REWARD_KEY: [rl_reward(t) for t in trajs],
+            "budget": [t.budget for t in trajs],
+        }
+
+    @contextmanager
+    def _policy(self, trainer):
+        """The policy over the trainer's current weights, for the duration of one rollout."""
+        if trainer.use_vllm:
+            from helpers.policy_vllm import VLLMPolicy
+
+            gen = trainer.vllm_generation
+            # TRL synced the weights before calling us; with sleep mode it left the engine's KV cache asleep (its own
+            # generate() wakes it), so do what its generate() does around the call.
+            if gen.enable_sleep_mode and gen._llm_weights_sleeping:
+                gen.sync_weights()
+            if gen.enable_sleep_mode:
+                gen.llm.wake_up(tags=["kv_cache"])
+            try:
+                yield VLLMPolicy(
+                    gen.llm, self.tokenizer, name=self.mode, chat_kwargs=self.chat.kw, owns_llm=False
+                )
+            finally:
+                if gen.enable_sleep_mode:
+                    gen.llm.sleep(level=2)
+                    gen._llm_weights_sleeping = True
+            return
+        from trl.models import unwrap_model_for_generation
+
+        was_training = trainer.model.training
+        with unwrap_model_for_generation(
+            trainer.model_wrapped, trainer.accelerator,
+            gather_deepspeed3_params=trainer.args.ds3_gather_for_generation,
+            gradient_checkpointing_kwargs=trainer.args.gradient_checkpointing_kwargs,
+        ) as model:  # fmt: skip
+            policy = HFPolicy(model, self.tokenizer, name=self.mode)  # puts the model in eval mode
+            policy.chat_kwargs = self.chat.kw
+            try:
+                yield policy
+            finally:
+                policy.reset_cache()
+                trainer.model.train(was_training)  # TRL reads model.training to tell training from evaluation
+
+
+# ---------------------------------------------------------------------------------------------- the trainer
+
+
+@dataclasses.dataclass(frozen=True)
+class Geometry:
+    """How a rollout batch maps onto TRL's batch arguments."""
+
+    per_device_train_batch_size: int
+    gradient_accumulation_steps: int
+    steps_per_generation: int
+    updates_per_rollout: int  # optimiser steps per rollout batch
+
+
+def geometry(cfg: Config, world_size: int) -> Geometry:
+    """Per-device batch, accumulation and generation steps so that one rollout batch is `tasks_per_step * G`
+    trajectories over all processes and one optimiser step takes `minibatch_size` of them."""
+    c = cfg.train
+    gen = c.tasks_per_step * c.group_size
+    mini = min(c.minibatch_size, gen)
+    if gen % mini:
+        raise ValueError(
+            f"train.minibatch_size={c.minibatch_size} must divide tasks_per_step * group_size = {gen}"
+        )
+    if mini % world_size:
+        raise ValueError(
+            f"train.minibatch_size ({mini}) must be a multiple of the number of processes ({world_size})"
+        )
+    per_proc = mini // world_size
+    pd = math.gcd(per_proc, min(c.micro_batch_size, per_proc))
+    return Geometry(pd, per_proc // pd, gen // (pd * world_size), gen // mini)
+
+
+def trl_dir(cfg: Config, mode: str, use_vllm: bool = False) -> Path:
+    """Where a TRL run of this profile, mode and rollout engine keeps its checkpoints, logs and final model."""
+    recipe = {"trainer": "trl", "rollouts": "vllm" if use_vllm else "hf", "base": str(base_model(cfg)), "mode": mode,
+              "train": dataclasses.asdict(cfg.train),
+              "sampling": dataclasses.asdict(cfg.sampling), "env": cfg.env.name, "env_settings": settings(cfg),
+              "seed": cfg.seed}  # fmt: skip
+    digest = hashlib.sha256(json.dumps(recipe, sort_keys=True, default=str).encode()).hexdigest()[:10]
+    return store.models_dir(cfg.profile) / f"trl-{mode}-{digest}"
+
+
+def build_trainer(cfg: Config, mode: str = "full", max_steps: int | None = None, output_dir: str | Path | None = None,
+                  use_vllm: bool | None = None, gradient_checkpointing: bool = False, **overrides):  # fmt: skip
+    """A `trl.GRPOTrainer` that trains the profile's base with the kit's rollouts (see the module docstring).
+
+    `max_steps` counts rollout batches (default `train.steps`); `use_vllm` defaults to `model.backend == "vllm"`;
+    `overrides` go to `GRPOConfig` last (for experiments; they can break the correspondence with the kit's loop).
+    """
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    from accelerate import PartialState
+    from datasets import Dataset
+    from trl import GRPOConfig, GRPOTrainer
+
+    if mode not in BUDGET_MODES:
+        raise ValueError(f"budget mode must be one of {BUDGET_MODES}, got {mode!r}")
+    c = cfg.train
+    path = base_model(cfg)
+    device = models.resolve_device(cfg.model.device)
+    use_vllm = cfg.model.backend == "vllm" if use_vllm is None else use_vllm
+    if use_vllm and not device.startswith("cuda"):
+        raise ValueError("use_vllm needs model.device on CUDA")
+    world = PartialState().num_processes
+    geo = geometry(cfg, world)
+    steps = c.steps if max_steps is None else max_steps
+    out = Path(output_dir) if output_dir is not None else trl_dir(cfg, mode, use_vllm)
+    tasks = load_tasks(cfg.env.name, "train", seed=cfg.seed, **settings(cfg))
+    tokenizer = _tokenizer(path)
+
+    kw = dict(
+        output_dir=str(out), seed=cfg.seed, max_steps=steps * geo.updates_per_rollout,
+        per_device_train_batch_size=geo.per_device_train_batch_size,
+        gradient_accumulation_steps=geo.gradient_accumulation_steps,
+        steps_per_generation=geo.steps_per_generation, num_generations=c.group_size,
+        learning_rate=c.lr, weight_decay=c.weight_decay, lr_scheduler_type="constant", warmup_steps=0,
+        max_grad_norm=c.max_grad_norm, num_iterations=c.ppo_epochs, epsilon=c.clip_ratio,
+        beta=c.kl_coef, use_bias_correction_kl=False, loss_type="dapo",
+        scale_rewards="group" if c.norm_by_std else "none",
+        temperature=cfg.sampling.temperature, top_p=cfg.sampling.top_p,
+        max_completion_length=cfg.sampling.max_new_tokens * _t_max(tasks),
+        model_init_kwargs={"dtype": cfg.model.dtype}, bf16=cfg.model.dtype == "bfloat16",
+        fp16=cfg.model.dtype == "float16", use_cpu=device == "cpu", gradient_checkpointing=gradient_checkpointing,
+        logging_steps=1, save_strategy="steps", save_steps=max(1, c.checkpoint_every * geo.updates_per_rollout),
+        save_total_limit=2, report_to="none", disable_tqdm=True, shuffle_dataset=True,
+        use_vllm=use_vllm, vllm_mode="colocate", vllm_gpu_memory_utilization=cfg.model.gpu_memory_utilization,
+        vllm_max_model_length=cfg.model.max_model_len, vllm_tensor_parallel_size=1,
+        vllm_importance_sampling_correction=False, chat_template_kwargs=models.chat_kwargs(path) or None,
+    )  # fmt: skip
+    if c.kl_kind != "low_var_kl":
+        raise ValueError(
+            f"TRL's KL is the k3 (low_var_kl) estimator; train.kl_kind={c.kl_kind!r} is not available"
+        )
+    kw.update(overrides)
+    if kw["vllm_tensor_parallel_size"] != 1:
+        raise ValueError(
+            "the kit's rollout drives one vLLM engine per process; vllm_tensor_parallel_size must be 1"
+        )
+    if kw["use_vllm"] is False and not kw.get("ds3_gather_for_generation", True):
+        raise ValueError("rollouts on the trainer's model need ds3_gather_for_generation=True (ranks run different "
+                         "numbers of forward passes, which per-layer ZeRO-3 gathers cannot)")  # fmt: skip
+    args = GRPOConfig(**kw)
+    rollout_fn = KitRollout(cfg, mode, tasks, tokenizer, models.chat_kwargs(path))
+    dataset = Dataset.from_dict({"prompt": [t.task_id for t in tasks]})
+    trainer = GRPOTrainer(model=str(path), reward_funcs=env_reward, args=args, train_dataset=dataset,
+                          processing_class=tokenizer, rollout_func=rollout_fn)  # fmt: skip
+    trainer.kit_rollout = rollout_fn
+    return trainer
+
+
+def _tokenizer(path):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(path))
+    if tok.pad_token_id is None:
+        tok.pad_token = tok.eos_token
+    return tok
+
+
+def _t_max(tasks: list[Task]) -> int:
+    return max(t.t_max for t in tasks)
+
+
+def train(cfg: Config, mode: str = "full", max_steps: int | None = None, publish: bool = False, **kw) -> Path:
+    """Run (or resume) TRL training; the final model goes to `<run dir>/final` and the logs to `log_history.json`.
+
+    `publish=True` also copies the final model to where the analysis notebooks (03-06) look for the `mode` model
+    (`helpers.train.trained_model(cfg, mode)`), so they analyse the TRL-trained model.
+    """
+    from transformers.trainer_utils import get_last_checkpoint
+
+    trainer = build_trainer(cfg, mode, max_steps=max_steps, **kw)
+    out = Path(trainer.args.output_dir)
+    final = out / "final"
+    last = get_last_checkpoint(str(out)) if out.exists() else None
+    trainer.train(resume_from_checkpoint=last)
+    if trainer.accelerator.is_main_process:
+        (out / "log_history.json").write_text(json.dumps(trainer.state.log_history, indent=1))
+    trainer.save_model(str(final))
+    if trainer.accelerator.is_main_process:
+        trainer.processing_class.save_pretrained(str(final))
+        if publish:
+            target = rl_dir(cfg, mode) / "final"
+            shutil.copytree(final, target, dirs_exist_ok=True)
+            print(f"published to {target} (notebooks 03-06 analyse it)")
+    trainer.accelerator.wait_for_everyone()
+    return final
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        description="GRPO / BudgetMix with TRL's GRPOTrainer and the kit's rollouts."
+    )
+    ap.add_argument("--profile", default="gpu")
+    ap.add_argument("--mode", default="full", choices=BUDGET_MODES)
+    ap.add_argument("--max-steps", type=int, default=None, help="rollout batches (default: train.steps)")
+    ap.add_argument("--vllm", dest="use_vllm", action=argparse.BooleanOptionalAction, default=None,
+                    help="roll out with TRL's colocated vLLM (default: model.backend == vllm)")  # fmt: skip
+    ap.add_argument("--gradient-checkpointing", action="store_true")
+    ap.add_argument("--publish", action="store_true",
+                    help="also put the final model where notebooks 03-06 look for the mode's model")  # fmt: skip
+    ap.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                    help="profile override, e.g. --set model.name_or_path=Qwen/Qwen3-8B")  # fmt: skip
+    args = ap.parse_args(argv)
+    cfg = config_lib.load(args.profile, **parse_overrides(args.set))
+    final = train(cfg, args.mode, max_steps=args.max_steps, publish=args.publish, use_vllm=args.use_vllm,
+                  gradient_checkpointing=args.gradient_checkpointing)  # fmt: skip
+    print(f"final model: {final}")
+    return 0
+
+
+def parse_overrides(items: list[str]) -> dict:
+    """`["model.device=cuda", "train.lr=1e-6"]` -> `{"model__device": "cuda", "train__lr": 1e-6}` (YAML values)."""
+    import yaml
+
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"override {item!r} is not SECTION.KEY=VALUE")
+        out[key.replace(".", "__")] = yaml.safe_load(value)
+    return out
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

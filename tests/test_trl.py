@@ -1,0 +1,150 @@
+"""The TRL path on CPU: a 2-step GRPOTrainer run of the smoke profile's tiny model through the kit's rollouts.
+
+One trainer run (module fixture) is shared: it trains BudgetMix for 2 rollout batches, recording what TRL made of
+the rollout function's output, then the tests check steps, loss, the environment mask and the weights.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+
+from helpers import budget as budget_lib
+from helpers import config
+from helpers import train_trl as tt
+from helpers.rollout import ChatFormat
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("trl")
+    old = os.environ.get("KIT_RESULTS")
+    os.environ["KIT_RESULTS"] = old or str(
+        root / "results"
+    )  # a caller's KIT_RESULTS (gpu_check.sh) is reused
+    try:
+        cfg = config.load("smoke")
+        trainer = tt.build_trainer(cfg, "budgetmix", max_steps=2, output_dir=root / "run")
+        before = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
+        seen = []  # what TRL built from each rollout (its masks are what enters the loss)
+        original = trainer._generate_and_score_completions
+
+        def recording(inputs):
+            out = original(inputs)
+            seen.append(
+                {k: out[k].detach().cpu() for k in ("completion_ids", "completion_mask", "tool_mask")}
+            )
+            return out
+
+        trainer._generate_and_score_completions = recording
+        trainer.train()
+        yield cfg, trainer, before, seen
+    finally:
+        if old is None:
+            os.environ.pop("KIT_RESULTS", None)
+        else:
+            os.environ["KIT_RESULTS"] = old
+
+
+def test_two_steps_with_finite_loss(run):
+    _, trainer, _, seen = run
+    assert trainer.state.global_step == 2
+    losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
+    assert len(losses) == 2 and all(math.isfinite(x) for x in losses)
+    assert len(seen) == 2  # one rollout batch per optimiser step in the smoke geometry
+
+
+def test_env_mask_zeros_exactly_the_environment_tokens(run):
+    cfg, trainer, _, seen = run
+    trajs = trainer.kit_rollout.last
+    out = tt.KitRollout.to_trl(trajs)
+    chat = ChatFormat(trainer.processing_class)
+    assert len(trajs) == cfg.train.tasks_per_step * cfg.train.group_size
+    assert any(0 in m for m in out["env_mask"]), "no multi-turn trajectory: the check below would be vacuous"
+    for t, prompt, comp, mask in zip(
+        trajs, out["prompt_ids"], out["completion_ids"], out["env_mask"], strict=True
+    ):
+        assert prompt + comp == t.token_ids
+        # Rebuild the environment's tokens from the turn records alone: each turn's observation in the chat
+        # format (except after the last turn), and the end-of-turn the rollout appends to a cut-off action.
+        env_tokens, actions = [], []
+        for turn in t.turns:
+            actions.append(turn["action"])
+            if turn["truncated"]:
+                env_tokens.append(chat.eos_token_id)
+            if not turn["done"]:
+                env_tokens += chat.observation_ids(turn["observation"])
+        assert [tok for tok, m in zip(comp, mask, strict=True) if m == 0] == env_tokens
+        # and the model's tokens are the actions, one contiguous span per turn
+        spans, cur = [], []
+        for tok, m in zip(comp, mask, strict=True):
+            if m:
+                cur.append(tok)
+            elif cur:
+                spans.append(cur)
+                cur = []
+        spans += [cur] if cur else []
+        decoded = [trainer.processing_class.decode(s, skip_special_tokens=True) for s in spans]
+        assert decoded == actions
+    # TRL took the mask as given: its tool_mask (which multiplies the loss mask) equals env_mask on every token
+    last = seen[-1]
+    for i, mask in enumerate(out["env_mask"]):
+        n = len(mask)
+        assert last["completion_ids"][i, :n].tolist() == out["completion_ids"][i]
+        assert last["tool_mask"][i, :n].tolist() == mask
+        assert (last["completion_mask"][i] * last["tool_mask"][i]).sum().item() == sum(mask)
+
+
+def test_weights_changed(run):
+    _, trainer, before, _ = run
+    delta = sum((before[n] - p.detach()).abs().sum().item() for n, p in trainer.model.named_parameters())
+    assert delta > 0
+    # where a group's rewards differed, the policy gradient (not only weight decay) moved the weights
+    for h in trainer.state.log_history:
+        if "loss" in h and h["reward_std"] > 0:
+            assert h["frac_reward_zero_std"] < 1 and h["grad_norm"] > 0
+
+
+def test_budgetmix_budgets_are_shared_by_processes(run):
+    cfg, trainer, _, _ = run
+    trajs = trainer.kit_rollout.last
+    cands = budget_lib.budgetmix_candidates(cfg.env.frozenlake.t_max)
+    by_task = {}
+    for t in trajs:
+        by_task.setdefault(t.task_id, set()).add(t.budget)
+        assert t.budget in cands
+    assert all(len(b) == 1 for b in by_task.values())  # one budget per task group
+    # the draw depends only on (seed, task id, step): another interpreter with another hash salt agrees
+    # (the function's own source, run alone: importing the kit in two more interpreters would take seconds)
+    code = f"import hashlib\n{inspect.getsource(tt.group_seed)}\nprint(group_seed(0, 'task-7', 3))"
+    outs = {
+        subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, "PYTHONHASHSEED": salt},
+        ).stdout.strip()
+        for salt in ("1", "2")
+    }
+    assert outs == {str(tt.group_seed(0, "task-7", 3))}
+    task = trainer.kit_rollout.tasks[trajs[0].task_id]
+    assert len({tt.group_budget("budgetmix", task, 0, step) for step in range(40)}) > 1  # varies across steps
+    assert tt.group_budget("full", task, 0, 5) == task.t_max
+
+
+def test_geometry_and_groups():
+    cfg = config.load("smoke", train__tasks_per_step=8, train__group_size=16, train__minibatch_size=32,
+                      train__micro_batch_size=4)  # fmt: skip
+    g = tt.geometry(cfg, world_size=4)
+    assert (g.per_device_train_batch_size, g.gradient_accumulation_steps) == (4, 2)
+    assert g.updates_per_rollout == 4 and g.steps_per_generation == 8
+    assert g.per_device_train_batch_size * 4 * g.steps_per_generation == 8 * 16
+    with pytest.raises(ValueError, match="minibatch_size"):
+        tt.geometry(config.load("smoke", train__minibatch_size=3), world_size=1)
+    assert tt.runs(["a", "a", "b", "b", "b", "a"]) == [("a", 2), ("b", 3), ("a", 1)]

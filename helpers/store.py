@@ -23,6 +23,7 @@ import sys
 import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,20 @@ TRACKED_PACKAGES = (
 def results_root() -> Path:
     """`$KIT_RESULTS` or `<repo>/results`."""
     return Path(os.environ.get("KIT_RESULTS", REPO_ROOT / "results"))
+
+
+@contextmanager
+def results_at(path: str | Path) -> Iterator[Path]:
+    """Point the store (and the notebook kernels it starts) at `path` for the duration of a `with` block."""
+    old = os.environ.get("KIT_RESULTS")
+    os.environ["KIT_RESULTS"] = str(path)
+    try:
+        yield Path(path)
+    finally:
+        if old is None:
+            os.environ.pop("KIT_RESULTS", None)
+        else:
+            os.environ["KIT_RESULTS"] = old
 
 
 def profile_dir(profile: str) -> Path:

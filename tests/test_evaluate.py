@@ -11,17 +11,8 @@ from helpers.policy import HFPolicy, Sampling
 
 @pytest.fixture(scope="module")
 def base_path(tmp_path_factory):
-    import os
-
-    old = os.environ.get("KIT_RESULTS")
-    os.environ["KIT_RESULTS"] = str(tmp_path_factory.mktemp("eval_results"))
-    try:
+    with store.results_at(tmp_path_factory.mktemp("eval_results")):
         yield train.base_model(config.load("smoke"))
-    finally:
-        if old is None:
-            os.environ.pop("KIT_RESULTS", None)
-        else:
-            os.environ["KIT_RESULTS"] = old
 
 
 class CountingPolicy(HFPolicy):

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import config, models, train
+from helpers import config, models, store, train
 from helpers.envs import load_tasks, settings
 from helpers.policy import HFPolicy, Sampling
 from helpers.rollout import rollout
@@ -25,20 +25,12 @@ LOGP_ATOL = 2e-3  # float32 on both sides; kernels differ (cuBLAS vs CPU, vLLM's
 def tiny(tmp_path_factory):
     """The smoke profile, its built base model and a few test tasks (under a temporary KIT_RESULTS unless set)."""
     root = tmp_path_factory.mktemp("gpu")
-    old = os.environ.get("KIT_RESULTS")
-    os.environ["KIT_RESULTS"] = old or str(
-        root / "results"
-    )  # a caller's KIT_RESULTS (gpu_check.sh) is reused
-    try:
+    # a caller's KIT_RESULTS (gpu_check.sh) is reused
+    with store.results_at(os.environ.get("KIT_RESULTS") or root / "results"):
         cfg = config.load("smoke")
         path = train.base_model(cfg)
         tasks = load_tasks(cfg.env.name, "test", n=6, seed=0, **settings(cfg))
         yield cfg, path, tasks
-    finally:
-        if old is None:
-            os.environ.pop("KIT_RESULTS", None)
-        else:
-            os.environ["KIT_RESULTS"] = old
 
 
 def greedy_rollout(policy, cfg, tasks):

@@ -11,25 +11,16 @@ import json
 import nbformat
 import pytest
 
-from helpers import nbtools, run
+from helpers import nbtools, run, store
 
 NOTEBOOKS = run.notebooks()
 
 
 @pytest.fixture(scope="module")
 def smoke_results(tmp_path_factory):
-    import os
-
     root = tmp_path_factory.mktemp("smoke_results")
-    old = os.environ.get("KIT_RESULTS")
-    os.environ["KIT_RESULTS"] = str(root)
-    try:
+    with store.results_at(root):
         code = run.main(["--profile", "smoke"])
-    finally:
-        if old is None:
-            os.environ.pop("KIT_RESULTS", None)
-        else:
-            os.environ["KIT_RESULTS"] = old
     return root, code
 
 

@@ -15,7 +15,7 @@ import sys
 import pytest
 
 from helpers import budget as budget_lib
-from helpers import config
+from helpers import config, store
 from helpers import train_trl as tt
 from helpers.rollout import ChatFormat
 
@@ -23,11 +23,8 @@ from helpers.rollout import ChatFormat
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     root = tmp_path_factory.mktemp("trl")
-    old = os.environ.get("KIT_RESULTS")
-    os.environ["KIT_RESULTS"] = old or str(
-        root / "results"
-    )  # a caller's KIT_RESULTS (gpu_check.sh) is reused
-    try:
+    # a caller's KIT_RESULTS (gpu_check.sh) is reused
+    with store.results_at(os.environ.get("KIT_RESULTS") or root / "results"):
         cfg = config.load("smoke")
         trainer = tt.build_trainer(cfg, "budgetmix", max_steps=2, output_dir=root / "run")
         before = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
@@ -44,11 +41,6 @@ def run(tmp_path_factory):
         trainer._generate_and_score_completions = recording
         trainer.train()
         yield cfg, trainer, before, seen
-    finally:
-        if old is None:
-            os.environ.pop("KIT_RESULTS", None)
-        else:
-            os.environ["KIT_RESULTS"] = old
 
 
 def test_two_steps_with_finite_loss(run):

@@ -247,6 +247,13 @@ def step_budgets(mode: str, t_max: int, n_groups: int, rng: np.random.Generator)
     raise ValueError(f"budget mode must be one of {BUDGET_MODES}, got {mode!r}")
 
 
+def task_budgets(mode: str, t_maxes: list[int], rng: np.random.Generator) -> list[int]:
+    """One budget per task group from each task's own T_max (tasks of BFCL, say, differ in T_max)."""
+    if len(set(t_maxes)) == 1:
+        return step_budgets(mode, t_maxes[0], len(t_maxes), rng)
+    return [step_budgets(mode, t, 1, rng)[0] for t in t_maxes]
+
+
 def _recipe_dir(cfg: Config, prefix: str, recipe: dict) -> Path:
     digest = hashlib.sha256(json.dumps(recipe, sort_keys=True, default=str).encode()).hexdigest()[:10]
     return store.models_dir(cfg.profile) / f"{prefix}-{digest}"
@@ -418,14 +425,13 @@ def rl_train(cfg: Config, mode: str = "full", max_steps: int | None = None) -> P
     policy = rollout_policy_for(cfg, model, tok, name=mode)
 
     env_cfg = settings(cfg)
-    t_max = cfg.env.frozenlake.t_max if cfg.env.name == "frozenlake" else int(env_cfg.get("t_max", 10))
     train_tasks = load_tasks(cfg.env.name, "train", seed=cfg.seed, **env_cfg)
     monitor = load_tasks(cfg.env.name, "train", n=c.eval_tasks, seed=cfg.seed + 29, **env_cfg)
     sampling = Sampling.from_config(cfg.sampling)
     probes = probe_pool(cfg, HFPolicy(ref_model, tok, name="base"))
 
     def evaluate(step: int) -> dict:
-        trajs = rollout(policy, cfg.env.name, monitor, t_max, c.group_size, sampling, seed=cfg.seed + 29,
+        trajs = rollout(policy, cfg.env.name, monitor, [t.t_max for t in monitor], c.group_size, sampling, seed=cfg.seed + 29,
                         step_quality=False)  # fmt: skip
         row = {"eval_success": summarize(trajs)["success"]}
         row["r_single"] = r_single(policy, probes, c.probe_samples, Sampling(
@@ -441,7 +447,7 @@ def rl_train(cfg: Config, mode: str = "full", max_steps: int | None = None) -> P
         rng = np.random.default_rng([cfg.seed, step])
         idx = rng.choice(len(train_tasks), size=min(c.tasks_per_step, len(train_tasks)), replace=False)
         tasks = [train_tasks[i] for i in idx]
-        budgets = step_budgets(mode, t_max, len(tasks), rng)
+        budgets = task_budgets(mode, [t.t_max for t in tasks], rng)
         t0 = time.time()
         trajs = rollout(policy, cfg.env.name, tasks, budgets, c.group_size, sampling, seed=cfg.seed * 100_003 + step,
                         step_quality=False)  # fmt: skip

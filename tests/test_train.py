@@ -44,6 +44,16 @@ def test_one_budget_per_task_group_shared_by_its_samples():
         assert all(t.n_turns <= b for t in mine)
 
 
+def test_budgets_follow_each_tasks_own_t_max():
+    rng = np.random.default_rng(1)
+    budgets = train.task_budgets("budgetmix", [4, 30, 4, 12], rng)
+    for b, t_max in zip(budgets, [4, 30, 4, 12], strict=True):
+        assert b in budget.budgetmix_candidates(t_max)
+    assert train.task_budgets("full", [4, 30], rng) == [4, 30]
+    same = train.task_budgets("budgetmix", [8, 8, 8], np.random.default_rng(2))
+    assert same == train.step_budgets("budgetmix", 8, 3, np.random.default_rng(2))
+
+
 def test_reward_is_zero_when_the_budget_runs_out_unfinished():
     t = Trajectory("t", "frozenlake", "m", budget=3, t_max=8, seed=0, sample=0, reward=1.0, exhausted=True)
     assert train.rl_reward(t) == 0.0

@@ -92,7 +92,8 @@ def windows(transcript: list[dict]) -> list[list[dict]]:
     """One example per demonstrated turn: the system prompt, the observation the player acted on, its action.
 
     The demonstrator is Markov (its move depends only on the map, the position and the turns left, all in the
-    current observation), so these windows carry all of its signal at about a third of an episode's tokens.
+    current observation), so these windows carry all of its signal; one is about 135 tokens against about 250
+    for a whole episode (cpu profile).
     """
     return [[transcript[0], transcript[k - 1], transcript[k]] for k in range(2, len(transcript), 2)]
 
@@ -121,8 +122,8 @@ def sft(
     With `sft.context = "window"` (the cpu profile) each example is one demonstrated turn in the context the
     player acted on (`windows`); with "episode" it is a whole transcript. Why windows: on 2 CPU cores the tiny
     model sat on the plateau where it predicts the four moves uniformly (loss ln(4)/4 per assistant token) for
-    800+ steps on whole episodes; on windows, three times cheaper per example, it leaves the plateau (measured
-    in the kit's calibration, see configs/cpu.yaml). The model still sees whole multi-turn conversations in
+    as long as each calibration run on whole episodes went (400-800 steps); on windows, about half the tokens
+    per example, it left the plateau after about 600 steps (see configs/cpu.yaml). The model still sees whole multi-turn conversations in
     every rollout: the last observation sits at the same relative position before the answer either way.
 
     AdamW with linear warm-up then constant lr, length-grouped random batches, until `sft.max_steps` (or the

@@ -303,9 +303,16 @@ class ProbingConfig:
     n_error_states: int = knob(100, ge=1)
     n_continuations: int = knob(8, ge=1)
     n_trajectories: int = knob(200, "recorded trajectories per policy for the likelihood analysis", ge=1)
+    # Notebook 06 also scores transcripts recorded elsewhere (helpers.likelihood's JSON-lines format): a path
+    # (absolute, or relative to the repository root), "examples" for the kit's own generated Terminus-style set,
+    # or None (no transcripts).
+    transcripts: str | None = knob(None, "transcripts for notebook 06: a .jsonl path, 'examples' or None")
 
     def check(self, key: str) -> None:
         _require(len(self.depth_bins) >= 2, f"{key}.depth_bins", self.depth_bins, "at least two bin edges")
+        if self.transcripts is not None and self.transcripts != "examples":
+            _require(self.transcripts.endswith(".jsonl"), f"{key}.transcripts", self.transcripts,
+                     "a .jsonl file of transcripts (helpers.likelihood format), 'examples' or null")  # fmt: skip
 
 
 @dataclass(frozen=True)

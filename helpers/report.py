@@ -251,8 +251,15 @@ def _sign(lo: float, hi: float) -> str:
     return "above 0" if lo > 0 else "below 0" if hi < 0 else "contains 0"
 
 
+def measured(d: dict | None) -> bool:
+    """Whether a training-dynamics entry (helpers.train.training_dynamics) holds numbers: on an environment without
+    a step oracle R_single is absent or all None."""
+    return isinstance(d, dict) and d.get("start") is not None
+
+
 def _findings_01(m: dict) -> list[str]:
     g, p = m["grpo"], m["paper"]
+    g = {k: v for k, v in g.items() if not isinstance(v, dict) or "start" not in v or measured(v)}
     lines = [f"Over {g['n_seeds']} RL seeds (mean change, 95 % interval over seeds and tasks or states):"]
     if "R_single" not in g:
         o = m.get("step_oracle") or {}
@@ -287,7 +294,11 @@ def _findings_01(m: dict) -> list[str]:
     if b:
         lines.append(
             f"- **BudgetMix** (same base, same seeds): R_multi change {_ci(b['R_multi'])}"
-            + (f", R_single (own states) change {_ci(b['R_single'])}." if "R_single" in b else ".")
+            + (
+                f", R_single (own states) change {_ci(b['R_single'])}."
+                if measured(b.get("R_single"))
+                else "."
+            )
         )
     st = m["grpo_steps"]
     lines.append(
@@ -347,8 +358,8 @@ def _findings_02(m: dict) -> list[str]:
             f"- **{c}:** {_gain_line(m, c)} points: the interval is above 0 (RL beats the sharpened base) at "
             f"{', '.join(beats) or 'no budget'} of T_max."
         )
-    rs = m["r_single_change"]
-    if rs:
+    rs = {k: v for k, v in m["r_single_change"].items() if measured(v)}
+    if len(rs) == 2:
         lines.append(
             f"- **R_single on own states** over training: GRPO {_ci(rs['grpo'])}, BudgetMix {_ci(rs['budgetmix'])} "
             "(paper: degrades under full-budget RL, stable or better under BudgetMix)."
@@ -737,14 +748,22 @@ FRACTIONS = tuple(paper.BUDGETMIX_GAIN_POINTS)  # 0.25, 0.5, 0.75, 1.0: the pape
 
 def budgetmix_gains(profile: str, envs: tuple[str, ...] | list[str]) -> dict:
     """BudgetMix minus full-budget GRPO (points) at 25 / 50 / 75 / 100 % of T_max per task (each series' notebook
-    02, `results/<profile>/<env>/`) and their mean over the tasks that ran, beside the paper's mean of its four tasks.
+    02, `results/<profile>/<env>/`; for the profile's own `env.name`, `results/<profile>/` where that series has no
+    folder of its own) and their mean over the tasks that ran, beside the paper's mean of its four tasks.
 
     Returns {"tasks": {env: {fraction: (gain, low, high)} or None where the series has not run}, "mean": {fraction:
     gain}, "n_tasks": tasks in the mean, "paper": {fraction: gain}}. The mean has no interval: the tasks' intervals
     come from different resamplings and do not combine into one."""
+    from helpers import config
+
+    own = config.load(
+        profile
+    ).env.name  # the profile's own series (results/<profile>/) stands for its environment
     tasks: dict[str, dict | None] = {}
     for env in envs:
         m = _get(f"{profile}/{env}", "02_budgetmix_training")
+        if m is None and env == own:
+            m = _get(profile, "02_budgetmix_training")
         if m is None:
             tasks[env] = None
             continue

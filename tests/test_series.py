@@ -255,6 +255,10 @@ def test_budgetmix_table_per_task_and_mean(tmp_path, monkeypatch):
         assert "| BFCL | +10.0 [+8.0, +12.0] | +4.0 [+2.0, +6.0]" in text
         assert "| **kit: mean of 2 tasks** | +7.0 | +2.0 | +0.0 | +0.5 |" in text
         assert "not run (python -m helpers.run --profile smoke --env deepcoder)" in text
+        # the profile's own series (results/smoke/, FrozenLake) stands for FrozenLake where it has no folder
+        store.open_run("smoke/frozenlake", "02_budgetmix_training").path("metrics.json").unlink()
+        _gains(store.open_run("smoke", "02_budgetmix_training"), a)
+        assert report.budgetmix_gains("smoke", run.ALL_ENVS)["tasks"]["frozenlake"][0.25] == (10.0, 8.0, 12.0)
         _gains(store.open_run("smoke/deepcoder", "02_budgetmix_training"), {"0.5": 1.0, "1": 0.0})
         with pytest.raises(
             ValueError, match=r"smoke/deepcoder: notebook 02 has no gain at fraction\(s\) \['0.25', '0.75'\]"

@@ -38,7 +38,8 @@ def test_the_series_block_applies_and_overrides_win_over_it():
     plain, coder = config.load("smoke"), config.load("smoke", series="deepcoder")
     assert coder.env.extra["deepcoder"]["t_max"] == 3  # configs/smoke.yaml per_env.deepcoder
     assert "oracle_q" in plain.process.algorithms and "oracle_q" not in coder.process.algorithms
-    assert config.load("smoke", series="bfcl").eval.n_tasks == 2 != plain.eval.n_tasks
+    block = config.read_yaml(config.CONFIG_DIR / "smoke.yaml")["per_env"]["bfcl"]
+    assert config.load("smoke", series="bfcl").eval.n_tasks == block["eval"]["n_tasks"] != plain.eval.n_tasks
     assert config.load("smoke", series="bfcl", eval={"n_tasks": 5}).eval.n_tasks == 5
     # a block applies only to its own series
     assert config.load("smoke", series="intercode_sql").eval.n_tasks == plain.eval.n_tasks

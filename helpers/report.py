@@ -432,7 +432,7 @@ def _win(d: dict) -> str:
 def _skipped(m: dict) -> list[str]:
     """The findings of a step-level notebook on an environment without a step oracle (it records why it skipped)."""
     return [f"- **Skipped on {m['env']}:** {m['skipped']}, and {m['env']} has none ({m['oracle_note']}); the paper "
-            "skips it there too."]  # fmt: skip
+            "runs this analysis on FrozenLake and DeepCoder-MT only."]  # fmt: skip
 
 
 def _findings_04(m: dict) -> list[str]:

@@ -48,7 +48,10 @@ def _iv(d: dict | None, pct: bool = False, key: str = "mean", ci: str = "ci", di
     return f"{v:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]"
 
 
-def _signed(d: dict) -> str:
+def _signed(d: dict | None) -> str:
+    """A change and its interval, signed; n/a where it was not measured (no step oracle for R_single)."""
+    if not d or d.get("change") is None:
+        return "n/a"
     return f"{d['change']:+.3f} [{d['change_ci'][0]:+.3f}, {d['change_ci'][1]:+.3f}]"
 
 
@@ -86,7 +89,7 @@ def headline(profile: str = "cpu") -> list[tuple[str, str, str, str]]:
             )
         )
     m05 = _get(profile, "05_error_recovery", default={})
-    if m05:
+    if m05 and "superior_action" in m05:  # absent where the environment has no step oracle (05 skipped)
         s = m05["superior_action"]
         rows.append(
             (
@@ -131,7 +134,7 @@ def headline(profile: str = "cpu") -> list[tuple[str, str, str, str]]:
     if m01:
         rows.append(("Change of R_multi / R_single (own states) during GRPO",
                      f"{paper.TRAINING_DYNAMICS['R_multi_change'].value:+.3f} / {paper.TRAINING_DYNAMICS['R_single_change'].value:+.3f} (DeepCoder-MT)",
-                     f"{_signed(m01['R_multi'])} / {_signed(m01['R_single'])}",
+                     f"{_signed(m01['R_multi'])} / {_signed(m01.get('R_single'))}",
                      "(training: no comparison)"))  # fmt: skip
     m02 = _get(profile, "02_budgetmix_training", default={})
     if m02:

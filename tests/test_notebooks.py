@@ -112,3 +112,17 @@ def test_runner_rejects_unknown_parameter(capsys):
 def test_runner_rejects_unknown_notebook(capsys):
     assert run.main(["--profile", "smoke", "--only", "97"]) == 1
     assert "no notebook 97" in capsys.readouterr().err
+
+
+@pytest.mark.notebooks
+def test_headline_table_on_every_series(smoke_results):
+    """The headline table reads every series, with or without a step oracle (04/05 skipped, no R_single)."""
+    root, _ = smoke_results
+    for series in SERIES:
+        name = f"smoke/{series}" if series else "smoke"
+        with store.results_at(root):
+            rows = report.headline(name)
+        quantities = [r[0] for r in rows]
+        assert any(q.startswith("Success at 25% of T_max") for q in quantities), name
+        oracle = (series or "frozenlake") in ("frozenlake", "deepcoder")
+        assert ("RL picks the better action after an injected error" in quantities) == oracle, name

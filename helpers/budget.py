@@ -44,3 +44,23 @@ def sample_budgets(t_max: int, n_groups: int, rng: np.random.Generator) -> list[
     """One budget per task group, drawn uniformly from the BudgetMix candidates."""
     cands = budgetmix_candidates(t_max)
     return [int(cands[i]) for i in rng.integers(0, len(cands), size=n_groups)]
+
+
+def fraction_cells(tasks: list, fractions: list[float]) -> dict[tuple[float, int], list]:
+    """The evaluation cells of `tasks` at `fractions` of each task's own T_max: (fraction, budget) -> tasks.
+
+    Where every task has the same T_max there is one cell per fraction; tasks whose T_max differ (BFCL) get their
+    own budget at the same fraction, so a fraction can hold several cells."""
+    cells: dict[tuple[float, int], list] = {}
+    for f in fractions:
+        for t in tasks:
+            cells.setdefault((float(f), budget_at(f, t.t_max)), []).append(t)
+    return cells
+
+
+def budget_label(cells: dict[tuple[float, int], list]) -> dict[float, str]:
+    """Each fraction's budget in words: `4`, or `2-14` where the tasks' T_max differ."""
+    by_f: dict[float, list[int]] = {}
+    for f, b in cells:
+        by_f.setdefault(f, []).append(b)
+    return {f: str(min(bs)) if len(set(bs)) == 1 else f"{min(bs)}-{max(bs)}" for f, bs in by_f.items()}

@@ -303,9 +303,16 @@ class ProbingConfig:
     n_error_states: int = knob(100, ge=1)
     n_continuations: int = knob(8, ge=1)
     n_trajectories: int = knob(200, "recorded trajectories per policy for the likelihood analysis", ge=1)
+    # Notebook 06 also scores transcripts recorded elsewhere (helpers.likelihood's JSON-lines format): a path
+    # (absolute, or relative to the repository root), "examples" for the kit's own generated Terminus-style set,
+    # or None (no transcripts).
+    transcripts: str | None = knob(None, "transcripts for notebook 06: a .jsonl path, 'examples' or None")
 
     def check(self, key: str) -> None:
         _require(len(self.depth_bins) >= 2, f"{key}.depth_bins", self.depth_bins, "at least two bin edges")
+        if self.transcripts is not None and self.transcripts != "examples":
+            _require(self.transcripts.endswith(".jsonl"), f"{key}.transcripts", self.transcripts,
+                     "a .jsonl file of transcripts (helpers.likelihood format), 'examples' or null")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -354,6 +361,15 @@ class RunConfig:
     """Batch execution with Papermill."""
 
     cell_timeout: int = knob(1800, "seconds per notebook cell", ge=1)
+    # Notebooks `python -m helpers.run` leaves out of a whole run or a `--from` run (two-digit numbers, e.g. "07"
+    # where the paper has no such experiment on this environment); `--only NN` still runs a listed notebook.
+    skip: list[str] = knob([], "notebook numbers the runner leaves out")
+
+    def check(self, key: str) -> None:
+        for nn in self.skip:
+            _require(
+                len(nn) == 2 and nn.isdigit(), f"{key}.skip", self.skip, "two-digit notebook numbers ('07')"
+            )
 
 
 @dataclass(frozen=True)
@@ -372,10 +388,24 @@ class Config:
     probing: ProbingConfig = field(default_factory=ProbingConfig)
     process: ProcessConfig = field(default_factory=ProcessConfig)
     run: RunConfig = field(default_factory=RunConfig)
+    # The per-environment series (`python -m helpers.run --env NAME`): the notebooks run on environment NAME with the
+    # profile's `per_env.NAME` settings applied, and write to results/<profile>/<NAME>/. None: the profile as
+    # written, on `env.name`, results in results/<profile>/ (what `make reproduce` runs).
+    series: str | None = None
+    # Settings of each environment's series, as overrides of any section but `env.name` (set by the series), e.g.
+    # `deepcoder: {env: {extra: {deepcoder: {t_max: 4}}}, sampling: {max_new_tokens: 2048}}`. Every block is
+    # checked when the profile loads, whichever series runs.
+    per_env: dict[str, dict] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         """Plain nested dict (for manifests and hashing)."""
         return dataclasses.asdict(self)
+
+    @property
+    def results_name(self) -> str:
+        """This run's folder under results/: `<profile>`, or `<profile>/<env>` in a per-environment series.
+        Notebooks pass it to `helpers.store` and `helpers.report` wherever they read or write a series' results."""
+        return self.profile if self.series is None else f"{self.profile}/{self.series}"
 
 
 # --------------------------------------------------------------------------------------------- loading
@@ -393,8 +423,66 @@ def load(profile: str | Path = "cpu", **overrides: Any) -> Config:
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: a profile must be a mapping of sections")
     raw.setdefault("profile", path.stem)
-    _merge(raw, _nest(overrides), "")
-    return _build(Config, raw, "")
+    extra = _nest(overrides)
+    if "per_env" in extra:
+        raise ConfigError(
+            "per_env: set in the profile's YAML, not as an override (override the sections instead)"
+        )
+    blocks = _per_env_blocks(raw.get("per_env", {}))
+    for name, block in blocks.items():  # every block is checked, not only the one this series applies
+        try:
+            _build(Config, _with_series(raw, name, block, {}), "")
+        except ConfigError as e:
+            raise ConfigError(f"{path}: per_env.{name}: {e}") from None
+    series = extra.get("series", raw.get("series"))
+    if series is None:
+        _merge(raw, extra, "")
+        return _build(Config, raw, "")
+    return _build(Config, _with_series(raw, series, blocks.get(series, {}), extra), "")
+
+
+def _per_env_blocks(per_env: Any) -> dict[str, dict]:
+    """The profile's `per_env` mapping, checked: known environments, each a mapping that leaves `env.name`,
+    `series` and `profile` alone."""
+    from helpers.envs import available
+
+    if not isinstance(per_env, dict):
+        raise ConfigError(f"per_env: expected a mapping of environment -> settings, got {per_env!r}")
+    for name, block in per_env.items():
+        if name not in available():
+            raise ConfigError(f"per_env: {name!r} is not an environment; known: {available()}")
+        if not isinstance(block, dict):
+            raise ConfigError(f"per_env.{name}: expected a mapping of sections, got {block!r}")
+        for key in ("series", "per_env", "profile"):
+            if key in block:
+                raise ConfigError(f"per_env.{name}.{key}: not allowed in a per-environment block")
+        if "name" in (block.get("env") or {}):
+            raise ConfigError(f"per_env.{name}.env.name: not allowed (the series sets it to {name!r})")
+    return per_env
+
+
+def _with_series(raw: dict, series: Any, block: dict, extra: dict) -> dict:
+    """The profile `raw` as series `series` runs it: its `per_env` block, then the overrides, with env.name set."""
+    import copy
+
+    from helpers.envs import available
+
+    if not isinstance(series, str) or series not in available():
+        raise ConfigError(f"series: {series!r} is not an environment; known: {available()}")
+    asked = (extra.get("env") or {}).get("name") if isinstance(extra.get("env"), dict) else None
+    if asked is not None and asked != series:
+        raise ConfigError(
+            f"env.name: {asked!r} contradicts series {series!r} (the series sets env.name; give one)"
+        )
+    out = copy.deepcopy(raw)
+    _merge(out, copy.deepcopy(block), "")
+    _merge(out, copy.deepcopy(extra), "")
+    out.setdefault("env", {})
+    if not isinstance(out["env"], dict):
+        raise ConfigError(f"env: expected a mapping, got {out['env']!r}")
+    out["env"]["name"] = series
+    out["series"] = series
+    return out
 
 
 class _StrictLoader(yaml.SafeLoader):

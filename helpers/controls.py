@@ -7,7 +7,8 @@ decoding counts as temperature 0). Where RL beats the base but not the sharpened
 gain from sharpening; where it beats both, RL learned something sharpening does not give.
 
 `agents(cfg)` is the roster the notebooks evaluate: `base`, `sharp`, and `grpo-s<k>` / `budgetmix-s<k>` for each
-RL seed k. The chosen temperature and the success of every candidate are recorded (`results/<profile>/controls/`).
+RL seed k. The chosen temperature and the success of every candidate are recorded (`results/<profile>/controls/`,
+or `results/<profile>/<env>/controls/` in a per-environment series).
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ def sharpened(cfg: Config) -> dict:
               "eval": [cfg.eval.sharpen_temperatures, cfg.eval.sharpen_tasks, cfg.eval.n_samples],
               "sampling": [cfg.sampling.top_p, cfg.sampling.max_new_tokens], "seed": cfg.seed}  # fmt: skip
     digest = hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:10]
-    path = store.profile_dir(cfg.profile) / "controls" / f"sharpened-{digest}.json"
+    path = store.profile_dir(cfg.results_name) / "controls" / f"sharpened-{digest}.json"
     if path.exists():
         return json.loads(path.read_text())
     tasks = load_tasks(cfg.env.name, "train", n=cfg.eval.sharpen_tasks, seed=cfg.seed + 71, **settings(cfg))

@@ -171,26 +171,30 @@ def method_gain(
 
 
 def recorded_trajectories(
-    profile: str, name: str, policy: Policy, env_name: str, tasks: list[Task], budget: int, n_samples: int,
-    sampling: Sampling, seed: int, step_quality: bool = True,
+    profile: str, name: str, policy: Policy, env_name: str, tasks: list[Task], budget: int | list[int] | None,
+    n_samples: int, sampling: Sampling, seed: int, step_quality: bool = True,
 ) -> list[Trajectory]:  # fmt: skip
     """Full trajectories of one agent on `tasks` (rolled out once, then read back from the store).
 
-    The analyses of notebooks 04-06 share them; the file name carries a hash of everything that determines
-    them (the agent's model and temperature, tasks, budget, samples, sampling, seed), so a changed model or
-    setting records anew; a file cut short by a kill is recorded again.
+    `budget`: one for every task, one per task, or None for each task's own T_max (`Task.t_max`). The analyses of
+    notebooks 04-06 share them; the file name carries a hash of everything that determines them (the agent's model
+    and temperature, tasks, budgets, samples, sampling, seed), so a changed model or setting records anew; a file
+    cut short by a kill is recorded again.
     """
     import hashlib
     import json
 
-    recipe = json.dumps([agent_id(policy), [t.task_id for t in tasks], budget, n_samples, repr(sampling), seed,
+    budgets = [t.t_max for t in tasks] if budget is None else budget
+    if not isinstance(budgets, int) and len(set(budgets)) == 1:
+        budgets = int(budgets[0])  # one budget for all: the recipe (and file name) of a single int
+    recipe = json.dumps([agent_id(policy), [t.task_id for t in tasks], budgets, n_samples, repr(sampling), seed,
                          step_quality])  # fmt: skip
     digest = hashlib.sha256(recipe.encode()).hexdigest()[:10]
     path = store.profile_dir(profile) / "trajectories" / f"{name}-{digest}.jsonl"
     existing = [Trajectory.from_dict(d) for d in store.Records(path)]
     if len(existing) == len(tasks) * n_samples:
         return existing
-    trajs = rollout(policy, env_name, tasks, budget, n_samples, sampling, seed=seed, step_quality=step_quality,
+    trajs = rollout(policy, env_name, tasks, budgets, n_samples, sampling, seed=seed, step_quality=step_quality,
                     model_name=name)  # fmt: skip
     store.Records.rewrite(path, [t.to_dict() for t in trajs])
     return trajs

@@ -404,3 +404,16 @@ def structural_upper_bound(
         else:
             result[int(T)] = float(np.mean([1.0 - (1.0 - v) ** k for v in values]))
     return result
+
+
+def upper_bound_at_fractions(
+    cells: dict[tuple[float, int], list], env_name: str, k: int = 1
+) -> dict[float, float | None]:
+    """`structural_upper_bound` per fraction of T_max over evaluation cells (`helpers.budget.fraction_cells`): the
+    mean over every task of its bound at its own budget; None where the environment knows no bound."""
+    sums: dict[float, list] = {}
+    for (f, b), ts in cells.items():
+        v = structural_upper_bound(ts, [b], env_name, k=k)[int(b)]
+        sums.setdefault(f, []).append(None if v is None else (v * len(ts), len(ts)))
+    return {f: None if None in parts else float(sum(s for s, _ in parts) / sum(n for _, n in parts))
+            for f, parts in sums.items()}  # fmt: skip

@@ -3,11 +3,21 @@
 A `ProbeState` is an intermediate state of a recorded trajectory kept as task + budget + seed + action prefix
 (so the environment replays to it exactly) together with the token ids the policy saw at that point (the
 conversation so far, ending with the generation prompt of turn t). At a state, a policy samples actions and the
-environment's oracle (`Env.step_quality`: normalised Q* on FrozenLake) scores each without changing the state.
+environment's step oracle (`Env.step_quality`) scores each without changing the state: normalised Q* on
+FrozenLake, the fraction of unit tests a program passes on DeepCoder-MT. Environments without a step oracle
+(`Env.step_oracle` False: BFCL, and InterCode-SQL, whose reward of the current result is not one; see
+`helpers.envs.sql`) are not probed: `helpers.envs.step_oracle(name)` says so and why, and the error-state
+functions refuse them. Depth is d_t = t / T_max with T_max the task's own (`Task.t_max`).
 
-States where no action can still succeed (dead states: on FrozenLake max Q* = 0, where every valid move scores
-the same) say nothing about a step's quality; they are counted apart and left out of win rates and means. Two
-policies compared at the same states sample from independent random streams (`policy_seed`).
+States where no action can still succeed (dead states: `Env.is_dead`; on FrozenLake max Q* = 0, where every valid
+move scores the same; DeepCoder-MT has none while a turn is left) say nothing about a step's quality; they are
+counted apart and left out of win rates and means. Two policies compared at the same states sample from
+independent random streams (`policy_seed`).
+
+Error states: the environment makes the error (`Env.error_action`, see `inject_error`), so the rule is the
+environment's: on FrozenLake a worse move that does not end the episode, on DeepCoder-MT a failing program (one of
+the base policy's own failing attempts on the task, else a mutation of the reference solution) followed by the
+environment's feedback on it.
 
 During training the kit tracks two step-level rewards (helpers.train): R_single on the policy's own states
 (the quality of the actions it takes along its own trajectories) and `r_single` here, on a fixed pool of states
@@ -23,7 +33,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import pandas as pd
 
-from helpers.envs import make
+from helpers.envs import make, require_step_oracle
 from helpers.envs.base import Env, Task
 from helpers.policy import Generation, Policy, Sampling
 from helpers.rollout import Trajectory
@@ -93,9 +103,10 @@ def states_of(traj: Trajectory, task: Task, source: str) -> list[ProbeState]:
 
 def sample_states(
     trajs: list[Trajectory], tasks: dict[str, Task], n: int, rng: np.random.Generator, source: str,
-    exclude: set | None = None,
+    exclude: set | None = None, at_most: bool = False,
 ) -> list[ProbeState]:  # fmt: skip
-    """`n` distinct states drawn uniformly from all states of `trajs` (duplicates by task+actions removed)."""
+    """`n` distinct states drawn uniformly from all states of `trajs` (duplicates by task+actions removed); with
+    `at_most`, all of them where fewer than `n` exist (else that is an error)."""
     seen = set(exclude or ())
     pool = []
     for tr in trajs:
@@ -103,6 +114,8 @@ def sample_states(
             if s.key not in seen:
                 seen.add(s.key)
                 pool.append(s)
+    if at_most:
+        n = min(n, len(pool))
     if len(pool) < n:
         raise ValueError(
             f"only {len(pool)} distinct states available from {len(trajs)} trajectories, need {n}"
@@ -171,12 +184,13 @@ def dead_states(states: list[ProbeState], env_kwargs: dict | None = None) -> np.
 
 
 def best_success(states: list[ProbeState], env_kwargs: dict | None = None) -> np.ndarray:
-    """Per state, the best achievable success within its remaining turns (NaN where the environment has no
-    oracle): the structural upper bound of a continuation from there."""
+    """Per state, the best achievable success within its remaining turns (NaN where the environment cannot tell):
+    the structural upper bound of a continuation from there."""
     out = []
     for s in states:
         env = s.replay(env_kwargs)
-        out.append(float(env.best_success()) if hasattr(env, "best_success") else np.nan)
+        best = env.best_success() if hasattr(env, "best_success") else None
+        out.append(np.nan if best is None else float(best))
     return np.array(out)
 
 
@@ -184,15 +198,28 @@ def best_success(states: list[ProbeState], env_kwargs: dict | None = None) -> np
 
 
 def matched_pool(
-    trajs_base: list[Trajectory], trajs_rl: list[Trajectory], tasks: dict[str, Task], n: int, seed: int
-) -> list[ProbeState]:
+    trajs_base: list[Trajectory], trajs_rl: list[Trajectory], tasks: dict[str, Task], n: int, seed: int,
+    at_most: bool = False,
+) -> list[ProbeState]:  # fmt: skip
     """`n` distinct states, half drawn from base trajectories and half from RL trajectories (seeded), so that a
-    comparison is not driven by which states each policy happens to visit."""
+    comparison is not driven by which states each policy happens to visit. With `at_most`, each half is capped at
+    the distinct states there are (a pool of candidates for error injection on a small task set); without it,
+    too few states is an error."""
     rng = np.random.default_rng(seed)
     half = n // 2
-    base = sample_states(trajs_base, tasks, half, rng, "base")
-    rl = sample_states(trajs_rl, tasks, n - half, rng, "rl", exclude={s.key for s in base})
+    base = sample_states(trajs_base, tasks, half, rng, "base", at_most=at_most)
+    rl = sample_states(trajs_rl, tasks, n - half, rng, "rl", exclude={s.key for s in base}, at_most=at_most)
     return base + rl
+
+
+def oracle_statement(info: dict) -> str:
+    """What a notebook says about the environment's step oracle (`helpers.envs.step_oracle`), as Markdown."""
+    if info["step_oracle"]:
+        return f"**{info['env']}** has a step oracle: {info['oracle_note']}."
+    return (
+        f"**{info['env']}** has no step oracle ({info['oracle_note']}), so, as in the paper, nothing is probed "
+        "here: `metrics.json` records `step_oracle: false` and why, and the analysis cells are skipped."
+    )
 
 
 def state_table(states: list[ProbeState], quality: dict[str, np.ndarray]) -> pd.DataFrame:
@@ -290,23 +317,33 @@ def seed_summary(
 # ------------------------------------------------------------------------------------------- error states
 
 
-def inject_error(state: ProbeState, chat, seed: int) -> ProbeState | None:
+def attempts_of(trajs: list[Trajectory]) -> dict[str, list[str]]:
+    """Per task id, every action the trajectories took there, in order: the replies an environment may inject as
+    errors (`Env.error_action`), so that an injected error is one a policy really made."""
+    out: dict[str, list[str]] = {}
+    for tr in trajs:
+        out.setdefault(tr.task_id, []).extend(turn["action"] for turn in tr.turns)
+    return out
+
+
+def inject_error(state: ProbeState, chat, seed: int, attempts: list[str] | tuple = ()) -> ProbeState | None:
     """The error state one step after `state`: an incorrect action is injected there and applied.
 
-    The rule: the candidates are the environment's `incorrect_actions()` at the state (on FrozenLake, moves whose
-    Q* is below the best that do not end the episode, so something is left to recover from); one is chosen
-    uniformly with a generator seeded by (seed, task id, t). Returns None where no candidate exists or the
-    episode would end. The new state's token prefix is the old one plus the injected reply and the observation,
-    encoded exactly as a rollout would encode them.
+    The environment makes the error (`Env.error_action`) with a seed derived from (seed, task id, t), given the
+    `attempts` recorded on the task: on FrozenLake one of the moves whose Q* is below the best that do not end the
+    episode, chosen uniformly; on DeepCoder-MT a failing program. Returns None where the environment has no error
+    to make or the episode would end. The new state's token prefix is the old one plus the injected reply and the
+    environment's observation of it (DeepCoder-MT: its failing-test feedback), encoded exactly as a rollout would
+    encode them.
     """
+    require_step_oracle(state.env, "error injection")
     env = state.replay()
-    candidates = env.incorrect_actions()
-    if not candidates:
-        return None
     key = int.from_bytes(
         hashlib.sha256(f"{seed}|{state.task['task_id']}|{state.t}".encode()).digest()[:4], "little"
     )
-    action = candidates[int(np.random.default_rng(key).integers(len(candidates)))]
+    action = env.error_action(key, tuple(attempts))
+    if action is None:
+        return None
     result = env.step(action)
     if env.done:
         return None
@@ -317,11 +354,14 @@ def inject_error(state: ProbeState, chat, seed: int) -> ProbeState | None:
     )  # fmt: skip
 
 
-def error_pool(states: list[ProbeState], chat, seed: int, n: int) -> list[ProbeState]:
-    """Up to `n` error states, injected at `states` in order (states without a candidate are skipped)."""
+def error_pool(
+    states: list[ProbeState], chat, seed: int, n: int, attempts: dict[str, list[str]] | None = None
+) -> list[ProbeState]:
+    """Up to `n` error states, injected at `states` in order (states without an error to make are skipped);
+    `attempts` (`attempts_of`) are the replies recorded per task that the environment may inject."""
     out = []
     for s in states:
-        e = inject_error(s, chat, seed)
+        e = inject_error(s, chat, seed, (attempts or {}).get(s.task["task_id"], ()))
         if e is not None:
             out.append(e)
         if len(out) == n:

@@ -1,7 +1,10 @@
 """The headline table: every paper number from REFERENCE.md beside the kit's measurement of the same quantity.
 
-    python -m helpers.report --profile cpu             # prints the Markdown table the README shows
-    python -m helpers.report --profile cpu --findings  # and every notebook's findings section
+    python -m helpers.report --profile cpu                # prints the Markdown table the README shows
+    python -m helpers.report --profile cpu --findings     # and every notebook's findings section
+    python -m helpers.report --profile gpu --env bfcl     # the same for one per-environment series
+    python -m helpers.report --profile gpu --env all      # BudgetMix's gains per task and their mean, as the
+                                                          # paper's table, then each series' headline table
 
 It reads only the notebooks' metrics.json files (through `helpers.store`), so the README's numbers are the
 committed run's numbers.
@@ -12,7 +15,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from helpers import store
+from helpers import paper, store
 
 
 def _get(profile: str, notebook: str, *keys, default=None):
@@ -45,7 +48,10 @@ def _iv(d: dict | None, pct: bool = False, key: str = "mean", ci: str = "ci", di
     return f"{v:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]"
 
 
-def _signed(d: dict) -> str:
+def _signed(d: dict | None) -> str:
+    """A change and its interval, signed; n/a where it was not measured (no step oracle for R_single)."""
+    if not d or d.get("change") is None:
+        return "n/a"
     return f"{d['change']:+.3f} [{d['change_ci'][0]:+.3f}, {d['change_ci'][1]:+.3f}]"
 
 
@@ -58,15 +64,17 @@ def headline(profile: str = "cpu") -> list[tuple[str, str, str, str]]:
     """(quantity, paper and its setting, kit: RL against the base, kit: RL against the sharpened base) rows.
 
     Every kit value is a mean over RL seeds with a 95 % interval over seeds and tasks or states."""
-    from helpers import paper
 
     rows = []
+    # the paper's number for this series' environment where it reports one (DeepCoder-MT), else FrozenLake's
+    env = profile.split("/")[1] if "/" in profile else "frozenlake"
+    pe = env if env in paper.MATCHED_STATES_RL_BETTER else "frozenlake"
     m04 = _get(profile, "04_step_level_probing", "matched_states", default={})
     if m04:
         rows.append(
             (
                 "RL better than the comparison at matched states",
-                f"{100 * paper.value(paper.MATCHED_STATES_RL_BETTER['frozenlake']):.1f} % (FrozenLake)",
+                f"{100 * paper.value(paper.MATCHED_STATES_RL_BETTER[pe]):.1f} % ({paper.MATCHED_STATES_RL_BETTER[pe].setting})",
                 _iv(m04["rl_vs_base"], True, "better", "better_ci"),
                 _iv(m04["rl_vs_sharp"], True, "better", "better_ci"),
             )
@@ -81,12 +89,12 @@ def headline(profile: str = "cpu") -> list[tuple[str, str, str, str]]:
             )
         )
     m05 = _get(profile, "05_error_recovery", default={})
-    if m05:
+    if m05 and "superior_action" in m05:  # absent where the environment has no step oracle (05 skipped)
         s = m05["superior_action"]
         rows.append(
             (
                 "RL picks the better action after an injected error",
-                f"{100 * paper.value(paper.ERROR_STATES_RL_SUPERIOR['frozenlake']):.1f} % (FrozenLake)",
+                f"{100 * paper.value(paper.ERROR_STATES_RL_SUPERIOR[pe]):.1f} % ({paper.ERROR_STATES_RL_SUPERIOR[pe].setting})",
                 _iv(s["rl_vs_base"], True, "better", "better_ci"),
                 _iv(s["rl_vs_sharp"], True, "better", "better_ci"),
             )
@@ -96,10 +104,10 @@ def headline(profile: str = "cpu") -> list[tuple[str, str, str, str]]:
                      "positive (claimed, no number)", _points(c["rl_vs_base"], "error_minus_matched"),
                      _points(c["rl_vs_sharp"], "error_minus_matched")))  # fmt: skip
         cont = {r["model"]: r for r in m05["continuation"]}
-        rl_p, base_p = paper.CONTINUATION_SUCCESS["frozenlake"]
+        rl_p, base_p = paper.CONTINUATION_SUCCESS[pe]
         diff = m05["continuation_difference"]
         rows.append(("Continuation success from identical error states: RL minus comparison (points)",
-                     f"{100 * (rl_p.value - base_p.value):+.1f} ({100 * rl_p.value:.1f} vs {100 * base_p.value:.1f} %, FrozenLake)",
+                     f"{100 * (rl_p.value - base_p.value):+.1f} ({100 * rl_p.value:.1f} vs {100 * base_p.value:.1f} %, {rl_p.setting})",
                      _points(diff["rl - base"]) + f" (RL {100 * cont['rl']['success']:.1f} %, base "
                      f"{100 * cont['base']['success']:.1f} %, bound {100 * m05['continuation_upper_bound']['mean']:.1f} %)",
                      _points(diff["rl - sharp"]) + f" (sharpened {100 * cont['sharp']['success']:.1f} %)"))  # fmt: skip
@@ -126,7 +134,7 @@ def headline(profile: str = "cpu") -> list[tuple[str, str, str, str]]:
     if m01:
         rows.append(("Change of R_multi / R_single (own states) during GRPO",
                      f"{paper.TRAINING_DYNAMICS['R_multi_change'].value:+.3f} / {paper.TRAINING_DYNAMICS['R_single_change'].value:+.3f} (DeepCoder-MT)",
-                     f"{_signed(m01['R_multi'])} / {_signed(m01['R_single'])}",
+                     f"{_signed(m01['R_multi'])} / {_signed(m01.get('R_single'))}",
                      "(training: no comparison)"))  # fmt: skip
     m02 = _get(profile, "02_budgetmix_training", default={})
     if m02:
@@ -141,7 +149,7 @@ def headline(profile: str = "cpu") -> list[tuple[str, str, str, str]]:
     m03 = _get(profile, "03_pass_at_kt_sweep", default={})
     if m03:
         Ts = m03["T_values"]
-        for T in (Ts[0], Ts[len(Ts) // 4], Ts[-1]):
+        for T in dict.fromkeys((Ts[0], Ts[len(Ts) // 4], Ts[-1])):
             gb, cb = (
                 m03["pass_at_t_gap_points"]["grpo - base"][str(T)],
                 m03["pass_at_t_gap_ci"]["grpo - base"][str(T)],
@@ -180,7 +188,32 @@ def _f3(values: dict) -> str:
     return " / ".join(f"{v:.2f}" for v in values.values())
 
 
+def _oracle_line(m: dict) -> str:
+    o = m.get("step_oracle")
+    if not o:
+        return ""
+    return (f"- **Step oracle on {m.get('env', o.get('env'))}:** " + ("yes: " if o["step_oracle"] else "none: ")
+            + o["oracle_note"] + ".")  # fmt: skip
+
+
 def _findings_00(m: dict) -> list[str]:
+    if "frozenlake" not in m:  # a series on another environment: its tasks, the reference episode, the base
+        t, s = m["tasks"], m["series"]
+        lo, hi = t["t_max"]
+        ref = s["reference_success"]
+        lines = [
+            f"- **{m['env']}:** {t['train']} training and {t['test']} test tasks, T_max "
+            + (f"{lo}." if lo == hi else f"{lo} to {hi} (each task its own)."),
+            _oracle_line(m),
+            f"- **Reference answer** on {s['task_id']}: "
+            + ("the data source has none." if ref is None else
+               f"{'succeeds' if ref else 'does NOT succeed'} in {s['reference_turns']} turns"
+               + (f"; step quality per turn {' / '.join('n/a' if q is None else f'{q:.2f}' for q in s['reference_step_quality'])}."
+                  if any(q is not None for q in s["reference_step_quality"]) else "; no step quality (no oracle)."))
+            + f" **Base** at T_max = {s['t_max']}: {'succeeds' if s['base_success'] else 'fails'} in "
+            f"{s['base_turns']} turns, {s['base_invalid_turns']} of them invalid.",
+        ]  # fmt: skip
+        return [line for line in lines if line]
     fl = m["frozenlake"]
     fr = " / ".join(f"{100 * float(k):.0f}" for k in fl["upper_bound"])
     lines = [
@@ -221,19 +254,35 @@ def _sign(lo: float, hi: float) -> str:
     return "above 0" if lo > 0 else "below 0" if hi < 0 else "contains 0"
 
 
+def measured(d: dict | None) -> bool:
+    """Whether a training-dynamics entry (helpers.train.training_dynamics) holds numbers: on an environment without
+    a step oracle R_single is absent or all None."""
+    return isinstance(d, dict) and d.get("start") is not None
+
+
 def _findings_01(m: dict) -> list[str]:
     g, p = m["grpo"], m["paper"]
-    lines = [f"Over {g['n_seeds']} RL seeds (mean change, 95 % interval over seeds and maps or states):"]
+    g = {k: v for k, v in g.items() if not isinstance(v, dict) or "start" not in v or measured(v)}
+    lines = [f"Over {g['n_seeds']} RL seeds (mean change, 95 % interval over seeds and tasks or states):"]
+    if "R_single" not in g:
+        o = m.get("step_oracle") or {}
+        lines.append(f"- **No R_single on {m.get('env', 'this environment')}:** it has no step oracle "
+                     f"({o.get('oracle_note', 'none declared')}), so only R_multi is tracked, as the paper does.")  # fmt: skip
     for key, label in (("R_multi", "R_multi"), ("R_single", "R_single on the policy's own states"),
                        ("R_single_pool", "R_single on the fixed pool")):  # fmt: skip
+        if key not in g:
+            continue
         d = g[key]
         paper_txt = f" (paper, DeepCoder-MT: {p[key + '_change']:+.3f})" if key + "_change" in p else ""
         lines.append(
             f"- **{label}:** {d['start']:.3f} -> {d['end']:.3f}, change {_ci(d)}, interval "
             f"{_sign(*d['change_ci'])}{paper_txt}."
         )
-    rs, rm = g["R_single"], g["R_multi"]
-    if rm["change_ci"][0] > 0 and rs["change_ci"][1] < 0:
+    rs, rm = g.get("R_single"), g["R_multi"]
+    if rs is None:
+        verdict = (f"R_multi changed by {_ci(rm)}; the step-reward half of the claim cannot be tested without an "
+                   "oracle")  # fmt: skip
+    elif rm["change_ci"][0] > 0 and rs["change_ci"][1] < 0:
         verdict = "as in the paper, trajectory reward rose while step reward fell"
     elif rm["change_ci"][0] > 0 and rs["change_ci"][0] > 0:
         verdict = "unlike the paper, step reward rose with trajectory reward"
@@ -247,8 +296,12 @@ def _findings_01(m: dict) -> list[str]:
     b = m.get("budgetmix")
     if b:
         lines.append(
-            f"- **BudgetMix** (same base, same seeds): R_multi change {_ci(b['R_multi'])}, R_single "
-            f"(own states) change {_ci(b['R_single'])}."
+            f"- **BudgetMix** (same base, same seeds): R_multi change {_ci(b['R_multi'])}"
+            + (
+                f", R_single (own states) change {_ci(b['R_single'])}."
+                if measured(b.get("R_single"))
+                else "."
+            )
         )
     st = m["grpo_steps"]
     lines.append(
@@ -272,12 +325,17 @@ def _findings_02(m: dict) -> list[str]:
     fr = " / ".join(f"{100 * float(f):.0f}" for f in m["success"]["base"])
     sh = m["sharpened"]
     lines = [
-        f"Test maps: {m['n_test_tasks']} x {m['n_samples']} samples; RL methods averaged over seeds {m['seeds']}; "
-        f"points with 95 % intervals over seeds and maps, at {fr} % of T_max.",
+        f"Test {'maps' if m.get('env', 'frozenlake') == 'frozenlake' else 'tasks'}: {m['n_test_tasks']} x "
+        f"{m['n_samples']} samples; RL methods averaged over seeds {m['seeds']}; points with 95 % intervals over "
+        f"seeds and tasks, at {fr} % of each task's T_max.",
         "- **Success:** "
         + "; ".join(f"{name} {_f3(v)}" for name, v in m["success"].items())
-        + f"; structural upper bound {_f3(m['upper_bound'])}.",
-        f"- **Sharpened base:** temperature {sh['temperature']:g}, chosen on {sh['n_tasks']} training maps (base "
+        + (
+            f"; structural upper bound {_f3(m['upper_bound'])}."
+            if None not in m["upper_bound"].values()
+            else f"; no structural upper bound ({m.get('env', 'the environment')} knows none)."
+        ),
+        f"- **Sharpened base:** temperature {sh['temperature']:g}, chosen on {sh['n_tasks']} training {'maps' if m.get('env', 'frozenlake') == 'frozenlake' else 'tasks'} (base "
         f"{sh['success'].get(str(sh['temperature']), float('nan')):.3f} against GRPO's {sh['target']:.3f} at T_max).",
         f"- **BudgetMix minus GRPO:** {_gain_line(m, 'budgetmix - grpo')} points (paper, mean of 4 tasks: "
         + " / ".join(f"{v:+.1f}" for v in m["paper"]["budgetmix_minus_grpo_points"].values())
@@ -303,11 +361,17 @@ def _findings_02(m: dict) -> list[str]:
             f"- **{c}:** {_gain_line(m, c)} points: the interval is above 0 (RL beats the sharpened base) at "
             f"{', '.join(beats) or 'no budget'} of T_max."
         )
-    rs = m["r_single_change"]
-    lines.append(
-        f"- **R_single on own states** over training: GRPO {_ci(rs['grpo'])}, BudgetMix {_ci(rs['budgetmix'])} "
-        "(paper: degrades under full-budget RL, stable or better under BudgetMix)."
-    )
+    rs = {k: v for k, v in m["r_single_change"].items() if measured(v)}
+    if len(rs) == 2:
+        lines.append(
+            f"- **R_single on own states** over training: GRPO {_ci(rs['grpo'])}, BudgetMix {_ci(rs['budgetmix'])} "
+            "(paper: degrades under full-budget RL, stable or better under BudgetMix)."
+        )
+    else:
+        lines.append(
+            f"- **R_single:** not measured: {m.get('env', 'this environment')} has no step oracle "
+            f"({(m.get('step_oracle') or {}).get('oracle_note', 'none declared')})."
+        )
     return lines
 
 
@@ -320,16 +384,19 @@ def _findings_03(m: dict) -> list[str]:
         return " / ".join(f"{g[c][str(T)]:+.1f}" for T in Ts)
 
     lines = [
-        f"Pass@(K={k}, T) on {m['n_tasks']} test maps x {m['n_samples']} samples, T = {' / '.join(map(str, Ts))}; "
-        "RL averaged over seeds; gaps in points with 95 % intervals over seeds and maps.",
+        f"Pass@(K={k}, T) on {m['n_tasks']} test tasks x {m['n_samples']} samples, T = {' / '.join(map(str, Ts))}"
+        + (" (percent of each task's T_max)" if m.get("T_unit", "turns") != "turns" else "")
+        + "; RL averaged over seeds; gaps in points with 95 % intervals over seeds and tasks.",
         "- **Pass@T:** "
         + "; ".join(
             f"{meth} " + " / ".join(f"{v:.2f}" for v in vals.values())
             for meth, vals in m["pass_at_t"].items()
         )
-        + "; upper bound "
-        + " / ".join(f"{m['upper_bound'][str(T)]:.2f}" for T in Ts)
-        + ".",
+        + (
+            "; upper bound " + " / ".join(f"{m['upper_bound'][str(T)]:.2f}" for T in Ts) + "."
+            if all(m["upper_bound"][str(T)] is not None for T in Ts)
+            else "; no structural upper bound (the environment knows none)."
+        ),
     ]
     for c in g:
         d = {T: _sign(*ci[c][str(T)]) for T in Ts}
@@ -365,17 +432,28 @@ def _win(d: dict) -> str:
     return f"{100 * d['better']:.1f} % [{100 * lo:.1f}, {100 * hi:.1f}]"
 
 
+def _skipped(m: dict) -> list[str]:
+    """The findings of a step-level notebook on an environment without a step oracle (it records why it skipped)."""
+    return [f"- **Skipped on {m['env']}:** {m['skipped']}, and {m['env']} has none ({m['oracle_note']}); the paper "
+            "runs this analysis on FrozenLake and DeepCoder-MT only."]  # fmt: skip
+
+
 def _findings_04(m: dict) -> list[str]:
+    if "skipped" in m:
+        return _skipped(m)
     s = m["matched_states"]
-    paper = m["paper"]["frozenlake"]
+    env = m.get("env", "frozenlake")
+    setting = {"frozenlake": "FrozenLake", "deepcoder": "DeepCoder-MT"}
+    reported = env if env in m["paper"] else "frozenlake"
+    paper = m["paper"][reported]
     q = {k: s[f"mean_quality_{k}"] for k in ("base", "sharp", "rl")}
     lines = [
         f"Matched states per GRPO seed: {s['n_states_per_seed']} (of them dead, left out: {s['n_dead_per_seed']}); "
         f"G = {m['g']} actions per policy and state; means over {s['n_seeds']} seeds, 95 % intervals over seeds "
         "and states.",
         f"- **RL better than the base** at {_win(s['rl_vs_base'])} of live states (tie "
-        f"{100 * s['rl_vs_base']['tie']:.1f} %, worse {100 * s['rl_vs_base']['worse']:.1f} %); paper, FrozenLake: "
-        f"{100 * paper:.1f} %.",
+        f"{100 * s['rl_vs_base']['tie']:.1f} %, worse {100 * s['rl_vs_base']['worse']:.1f} %); paper, "
+        f"{setting.get(reported, reported)}: {100 * paper:.1f} %.",
         f"- **RL better than the sharpened base** (temperature {m['sharpened_temperature']:g}) at "
         f"{_win(s['rl_vs_sharp'])}; the sharpened base better than the base at {_win(s['sharp_vs_base'])}.",
         "- **Mean quality** (live states): "
@@ -416,15 +494,18 @@ def _findings_04(m: dict) -> list[str]:
 
 
 def _findings_05(m: dict) -> list[str]:
+    if "skipped" in m:
+        return _skipped(m)
     s, c = m["superior_action"], m["concentration"]
     paper = m["paper"]
+    where = paper.get("setting", "FrozenLake")
     cont = {r["model"]: r for r in m["continuation"]}
     ub = m["continuation_upper_bound"]
     lines = [
         f"Error states per GRPO seed: {m['n_error_states_per_seed']} (dead, left out: {s['n_dead_per_seed']}); "
         "means over seeds, 95 % intervals over seeds and states.",
         f"- **RL picks the better next action** than the base at {_win(s['rl_vs_base'])} of live error states "
-        f"(paper, FrozenLake: {100 * paper['rl_superior_action']:.1f} %), than the sharpened base at "
+        f"(paper, {where}: {100 * paper['rl_superior_action']:.1f} %), than the sharpened base at "
         f"{_win(s['rl_vs_sharp'])}.",
     ]
     for key, label in (("rl_vs_base", "the base"), ("rl_vs_sharp", "the sharpened base")):
@@ -447,7 +528,7 @@ def _findings_05(m: dict) -> list[str]:
             f"{k} {100 * v['success']:.1f} % [{100 * v['low']:.1f}, {100 * v['high']:.1f}]"
             for k, v in cont.items()
         )
-        + f"; structural upper bound {100 * ub['mean']:.1f} % (paper, FrozenLake: RL "
+        + f"; structural upper bound {100 * ub['mean']:.1f} % (paper, {where}: RL "
         f"{100 * paper['continuation_rl']:.1f} % vs base {100 * paper['continuation_base']:.1f} %)."
     )
     for k, v in m["continuation_difference"].items():
@@ -470,8 +551,9 @@ def _findings_06(m: dict) -> list[str]:
         + f" (paper, Terminal-Bench: RL {paper['nll_rl_actions']:.2f} vs base {paper['nll_base_actions']:.2f}).",
         "- Cumulative log-likelihood ratio log pi_RL - log pi_base of successful trajectories: "
         + "; ".join(f"{k} trajectories {fmt(v)}" for k, v in llr.items())
-        + f" (paper, Terminal-Bench: about {paper['cum_llr_rl']:.0f} vs {paper['cum_llr_base']:.0f}; a FrozenLake action"
-        " is a few tokens, a Terminal-Bench action hundreds, so only the direction is comparable).",
+        + f" (paper, Terminal-Bench: about {paper['cum_llr_rl']:.0f} vs {paper['cum_llr_base']:.0f}; an action here is"
+        " a few tokens of the tiny model or one reply of Qwen3, a Terminal-Bench action hundreds of tokens, so only"
+        " the direction is comparable).",
     ]
     if "rl" in llr and "base" in llr:
         sep = llr["rl"]["ci"][0] > llr["base"]["ci"][1]
@@ -656,19 +738,103 @@ def findings(profile: str, notebook: str) -> str:
     return "\n".join(FINDINGS[notebook](m))
 
 
+# ------------------------------------------------------------------------------------ BudgetMix over the tasks
+
+TASK_NAMES = {
+    "deepcoder": "DeepCoder-MT",
+    "bfcl": "BFCL",
+    "intercode_sql": "InterCode-SQL",
+    "frozenlake": "FrozenLake",
+}
+FRACTIONS = tuple(paper.BUDGETMIX_GAIN_POINTS)  # 0.25, 0.5, 0.75, 1.0: the paper's table
+
+
+def budgetmix_gains(profile: str, envs: tuple[str, ...] | list[str]) -> dict:
+    """BudgetMix minus full-budget GRPO (points) at 25 / 50 / 75 / 100 % of T_max per task (each series' notebook
+    02, `results/<profile>/<env>/`; for the profile's own `env.name`, `results/<profile>/` where that series has no
+    folder of its own) and their mean over the tasks that ran, beside the paper's mean of its four tasks.
+
+    Returns {"tasks": {env: {fraction: (gain, low, high)} or None where the series has not run}, "mean": {fraction:
+    gain}, "n_tasks": tasks in the mean, "paper": {fraction: gain}}. The mean has no interval: the tasks' intervals
+    come from different resamplings and do not combine into one."""
+    from helpers import config
+
+    own = config.load(
+        profile
+    ).env.name  # the profile's own series (results/<profile>/) stands for its environment
+    tasks: dict[str, dict | None] = {}
+    for env in envs:
+        m = _get(f"{profile}/{env}", "02_budgetmix_training")
+        if m is None and env == own:
+            m = _get(profile, "02_budgetmix_training")
+        if m is None:
+            tasks[env] = None
+            continue
+        g, ci = m["gains_points"]["budgetmix - grpo"], m["gains_ci"]["budgetmix - grpo"]
+        missing = [f"{f:g}" for f in FRACTIONS if f"{f:g}" not in g]
+        if missing:
+            raise ValueError(f"{profile}/{env}: notebook 02 has no gain at fraction(s) {missing} of T_max "
+                             "(eval.budget_fractions must hold 0.25, 0.5, 0.75 and 1.0 for this table)")  # fmt: skip
+        tasks[env] = {f: (g[f"{f:g}"], *ci[f"{f:g}"]) for f in FRACTIONS}
+    ran = [v for v in tasks.values() if v is not None]
+    mean = {f: sum(v[f][0] for v in ran) / len(ran) for f in FRACTIONS} if ran else {}
+    return {"tasks": tasks, "mean": mean, "n_tasks": len(ran),
+            "paper": {f: paper.value(v) for f, v in paper.BUDGETMIX_GAIN_POINTS.items()}}  # fmt: skip
+
+
+def budgetmix_markdown(profile: str, envs: tuple[str, ...] | list[str]) -> str:
+    """`budgetmix_gains` as a Markdown table: one row per task, the kit's mean, the paper's mean."""
+    s = budgetmix_gains(profile, envs)
+    head = " | ".join(f"{100 * f:.0f} % of T_max" for f in FRACTIONS)
+    lines = [f"| task ({profile}) | {head} |", "|---" * (len(FRACTIONS) + 1) + "|"]
+    for env, v in s["tasks"].items():
+        cells = (
+            [f"{v[f][0]:+.1f} [{v[f][1]:+.1f}, {v[f][2]:+.1f}]" for f in FRACTIONS]
+            if v
+            else [f"not run (python -m helpers.run --profile {profile} --env {env})"]
+            + [""] * (len(FRACTIONS) - 1)
+        )
+        lines.append(f"| {TASK_NAMES.get(env, env)} | " + " | ".join(cells) + " |")
+    if s["mean"]:
+        lines.append(f"| **kit: mean of {s['n_tasks']} task{'s' if s['n_tasks'] > 1 else ''}** | "
+                     + " | ".join(f"{s['mean'][f]:+.1f}" for f in FRACTIONS) + " |")  # fmt: skip
+    lines.append(
+        "| **paper: mean of 4 tasks** | " + " | ".join(f"{s['paper'][f]:+.1f}" for f in FRACTIONS) + " |"
+    )
+    lines.append("")
+    lines.append("BudgetMix minus full-budget GRPO, points, with 95 % intervals over seeds and tasks; the paper's "
+                 "summaries give only the mean over its four tasks (parity at 100 %), not each task's gain.")  # fmt: skip
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
+    from helpers.run import ALL_ENVS, RunError, environments
+
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--profile", default="cpu")
+    ap.add_argument("--env", help="a per-environment series (frozenlake, deepcoder, bfcl, intercode_sql), a comma "
+                                  "list, or all: BudgetMix's gains per task and their mean, then each series")  # fmt: skip
     ap.add_argument("--findings", action="store_true", help="also print every notebook's findings section")
     args = ap.parse_args(argv)
-    print(markdown(args.profile))
-    if args.findings:
-        for notebook in sorted(FINDINGS):
-            try:
-                text = findings(args.profile, notebook)
-            except FileNotFoundError:
-                continue
-            print(f"\n#### {notebook}\n\n{text}")
+    try:
+        envs = environments(args.env)
+    except RunError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    names = [args.profile] if envs == [None] else [f"{args.profile}/{e}" for e in envs]
+    if envs != [None] and len(envs) > 1:
+        print(budgetmix_markdown(args.profile, [e for e in ALL_ENVS if e in envs]) + "\n")
+    for name in names:
+        if len(names) > 1:
+            print(f"\n### {name}\n")
+        print(markdown(name))
+        if args.findings:
+            for notebook in sorted(FINDINGS):
+                try:
+                    text = findings(name, notebook)
+                except FileNotFoundError:
+                    continue
+                print(f"\n#### {notebook}\n\n{text}")
     return 0
 
 

@@ -1,11 +1,17 @@
 """The results store: one folder per profile and notebook, and append-only record files that resume.
 
-    results/<profile>/<NN_name>/   metrics.json, <table>.csv, figures/<name>.png|.pdf, manifest.json, *.jsonl
-    results/<profile>/models/      built and trained models (not committed)
-    results/<profile>/executed/    executed notebooks written by `python -m helpers.run`
+    results/<profile>/<NN_name>/         metrics.json, <table>.csv, figures/<name>.png|.pdf, manifest.json, *.jsonl
+    results/<profile>/models/            built and trained models (not committed), shared by every series
+    results/<profile>/executed/          executed notebooks written by `python -m helpers.run`
+    results/<profile>/<env>/<NN_name>/   the same for a per-environment series (`helpers.run --env`), with its
+    results/<profile>/<env>/executed/    own executed notebooks, recorded trajectories and evaluation records
 
-Notebooks read each other's outputs only through this module. The root is `results/` in the repository, or
-`$KIT_RESULTS` when set (the tests point it at a temporary folder).
+A series is named by `Config.results_name` (`cpu`, or `gpu/deepcoder`), and every function here that takes a
+`profile` takes such a name: notebooks pass `cfg.results_name`, so a notebook reading an earlier notebook's
+results finds them in its own series' folder. Models stay under the profile itself (`models_dir(cfg.profile)`):
+their folder names hash everything that determines them, the environment included, and the cpu tier's base is
+the same in every series. Notebooks read each other's outputs only through this module. The root is `results/`
+in the repository, or `$KIT_RESULTS` when set (the tests point it at a temporary folder).
 
 `Records` is an append-only JSON-lines file: a long loop writes each record as soon as it exists, and a re-run
 reads what is there and skips it, so an interrupted run resumes and loses nothing. A crash can leave a torn last
@@ -56,7 +62,11 @@ def results_at(path: str | Path) -> Iterator[Path]:
 
 
 def profile_dir(profile: str) -> Path:
-    return results_root() / profile
+    """The folder of a profile or a series (`gpu/deepcoder`, see `Config.results_name`)."""
+    parts = profile.split("/")
+    if not profile or len(parts) > 2 or any(p in ("", ".", "..") for p in parts):
+        raise ValueError(f"{profile!r} is not a profile or a series name (<profile> or <profile>/<env>)")
+    return results_root().joinpath(*parts)
 
 
 def models_dir(profile: str) -> Path:
@@ -222,10 +232,29 @@ class Records:
 # ----------------------------------------------------------------------------------------------- runs
 
 
+# profile -> the series a notebook of this process opened under it: reading a bare profile's results while a
+# per-environment series of it is open is refused (it would read another environment's numbers without a word).
+_open_series: dict[str, str] = {}
+
+
+def _check_series(profile: str) -> None:
+    series = _open_series.get(profile)
+    if series is not None and series != profile:
+        raise ValueError(f"this notebook runs the series {series!r}, but asked for the results of {profile!r}: "
+                         "pass cfg.results_name, not cfg.profile, to helpers.store and helpers.report")  # fmt: skip
+
+
 class Run:
-    """The results folder of one notebook under one profile."""
+    """The results folder of one notebook under one profile, or under one series (`Config.results_name`)."""
 
     def __init__(self, profile: str, name: str, cfg: Config | None = None, params: dict | None = None):
+        if cfg is not None:
+            if profile not in (cfg.profile, cfg.results_name):
+                raise ValueError(
+                    f"open_run({profile!r}, ...) with a {cfg.profile!r} profile: pass cfg.results_name"
+                )
+            profile = cfg.results_name
+            _open_series[cfg.profile] = cfg.results_name
         self.profile = profile
         self.name = name
         self.dir = profile_dir(profile) / name
@@ -269,7 +298,9 @@ class Run:
         """manifest.json: profile, parameters, commit, package versions, seed, device, wall time."""
         manifest = {
             "notebook": self.name,
-            "profile": self.profile,
+            "profile": self.cfg.profile if self.cfg else self.profile.split("/")[0],
+            "series": self.cfg.series if self.cfg else None,
+            "results": self.profile,
             "parameters": self.params,
             "seed": self.cfg.seed if self.cfg else None,
             "config": self.cfg.to_dict() if self.cfg else None,
@@ -290,18 +321,28 @@ class Run:
         """A CSV table an earlier notebook wrote (an error says which notebook to run first)."""
         import pandas as pd
 
+        _check_series(profile)
         path = profile_dir(profile) / name / f"{table}.csv"
         if not path.exists():
-            raise FileNotFoundError(f"{path} is missing: run notebook {name} with profile {profile!r} first")
+            raise FileNotFoundError(f"{path} is missing: run notebook {name} {_with(profile)} first")
         return pd.read_csv(path)
 
     @staticmethod
     def read_metrics(profile: str, name: str) -> dict:
         """metrics.json of an earlier notebook (an error says which notebook to run first)."""
+        _check_series(profile)
         path = profile_dir(profile) / name / "metrics.json"
         if not path.exists():
-            raise FileNotFoundError(f"{path} is missing: run notebook {name} with profile {profile!r} first")
+            raise FileNotFoundError(f"{path} is missing: run notebook {name} {_with(profile)} first")
         return json.loads(path.read_text())
+
+
+def _with(profile: str) -> str:
+    """How to run a notebook for `profile` (a profile or a series name), in words."""
+    if "/" in profile:
+        prof, env = profile.split("/")
+        return f"with `python -m helpers.run --profile {prof} --env {env}`"
+    return f"with profile {profile!r}"
 
 
 def open_run(profile: str, name: str, cfg: Config | None = None, params: dict | None = None) -> Run:

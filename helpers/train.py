@@ -149,11 +149,15 @@ def probe_pool_path(cfg: Config) -> Path:
 
 
 def probe_pool(cfg: Config, policy) -> list:
-    """The fixed R_single probe pool: states drawn once from base-model trajectories on training maps."""
+    """The fixed R_single probe pool: states drawn once from base-model trajectories on training maps; empty where
+    the environment has no step oracle (BFCL, InterCode-SQL: nothing could score the states)."""
     from helpers import probing
+    from helpers.envs import step_oracle
     from helpers.policy import Sampling
     from helpers.rollout import rollout
 
+    if not step_oracle(cfg.env.name)["step_oracle"]:
+        return []
     env_cfg = settings(cfg)
     path = probe_pool_path(cfg)
     records = store.Records(path)
@@ -512,7 +516,7 @@ def rl_train(cfg: Config, mode: str = "full", seed: int | None = None, max_steps
     sampling = Sampling.from_config(cfg.sampling)
     probes = probe_pool(cfg, HFPolicy(ref_model, tok, name="base"))
 
-    probe_live = ~dead_states(probes)
+    probe_live = ~dead_states(probes) if probes else np.zeros(0, dtype=bool)
 
     def evaluate() -> dict:
         trajs = rollout(policy, cfg.env.name, monitor, [t.t_max for t in monitor], c.group_size, sampling,
@@ -525,9 +529,11 @@ def rl_train(cfg: Config, mode: str = "full", seed: int | None = None, max_steps
                 t["quality"] for t in tr.turns if t["quality"] is not None and not t["dead"]
             ]
         own = [q for qs in quality.values() for q in qs]
-        q_pool = state_quality(policy, probes, c.probe_samples, Sampling(
-            sampling.temperature, sampling.top_p, sampling.max_new_tokens, seed=rs * 7_919 + 31))  # fmt: skip
-        per_state = np.nanmean(q_pool, axis=1)[probe_live]
+        per_state = np.zeros(0)
+        if probes:
+            q_pool = state_quality(policy, probes, c.probe_samples, Sampling(
+                sampling.temperature, sampling.top_p, sampling.max_new_tokens, seed=rs * 7_919 + 31))  # fmt: skip
+            per_state = np.nanmean(q_pool, axis=1)[probe_live]
         policy.reset_cache()
         return {
             "eval_success": float(np.mean([t.success for t in trajs])),
@@ -646,8 +652,11 @@ def train_many(runs: list[tuple[Config, str, int]], workers: int | None = None) 
 
 def _build_probe_pool(cfg: Config) -> None:
     """The probe pool of `cfg`'s runs, drawn with the base as `rl_train` draws it (nothing to do if it exists)."""
+    from helpers.envs import step_oracle
     from helpers.policy import HFPolicy
 
+    if not step_oracle(cfg.env.name)["step_oracle"]:
+        return
     if len(store.Records(probe_pool_path(cfg))) == cfg.train.n_probe_states:
         return
     model, tok = models.load(base_model.path_of(cfg), device=models.resolve_device(cfg.model.device),

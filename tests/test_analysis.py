@@ -68,6 +68,19 @@ def test_injected_action_is_really_suboptimal_and_nonterminal(setup):
     assert [e.actions for e in again] == [e.actions for e in errors]
 
 
+def test_frozenlake_makes_its_errors_from_q_star_alone(setup):
+    """The environment owns the error: FrozenLake's is a uniformly chosen suboptimal, non-terminal move, the same
+    whatever attempts of other policies are offered."""
+    _, tasks, _, _, ta, tb = setup
+    pool = probing.matched_pool(ta, tb, {t.task_id: t for t in tasks}, 12, seed=1)
+    for s in pool:
+        env = s.replay()
+        candidates = env.incorrect_actions()
+        picks = {env.error_action(k) for k in range(40)}
+        assert picks == set(candidates) or (not candidates and picks == {None})
+        assert all(env.error_action(k, ["<answer>Up</answer>"] * 3) == env.error_action(k) for k in range(10))
+
+
 def test_continuations_start_at_the_state_with_the_remaining_budget(setup):
     _, tasks, a, _, ta, tb = setup
     pool = probing.matched_pool(ta, tb, {t.task_id: t for t in tasks}, 6, seed=2)

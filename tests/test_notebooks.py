@@ -1,27 +1,43 @@
-"""Papermill smoke run: every notebook in notebooks/ runs with the smoke profile and writes its metrics.
+"""Papermill smoke run: every notebook in notebooks/ runs with the smoke profile and writes its metrics, on each of
+the paper's four environments: FrozenLake as the profile's own series (results/smoke/<NN_name>/, the layout `make
+reproduce` writes) and DeepCoder-MT, BFCL and InterCode-SQL as per-environment series (`--env`,
+results/smoke/<env>/<NN_name>/). The frozenlake series (`--env frozenlake`) is the same run in a folder of its
+own, so it is not run again here (tests/test_series.py checks the runner's `--env all`).
 
-New notebooks are covered the moment they exist. The notebooks run once, in order (later ones read earlier
-ones' results), through the same runner as `make reproduce`.
+New notebooks are covered the moment they exist. The notebooks run in order (later ones read earlier ones'
+results), through the same runner as `make reproduce`. With the tiny model the numbers mean nothing; every code
+path runs for real, the sandbox, bfcl-eval's backends and SQLite included.
 """
 
 from __future__ import annotations
 
 import json
+import math
 
 import nbformat
 import pytest
 
-from helpers import nbtools, run, store
+from helpers import config, nbtools, report, run, store
 
 NOTEBOOKS = run.notebooks()
+# None: the profile as written (FrozenLake, results/smoke/); then each other environment's series
+SERIES = [None, *(e for e in run.ALL_ENVS if e != "frozenlake")]
 
 
 @pytest.fixture(scope="module")
 def smoke_results(tmp_path_factory):
     root = tmp_path_factory.mktemp("smoke_results")
+    others = ",".join(s for s in SERIES if s)
     with store.results_at(root):
-        code = run.main(["--profile", "smoke"])
-    return root, code
+        codes = {
+            None: run.main(["--profile", "smoke"]),
+            others: run.main(["--profile", "smoke", "--env", others]),
+        }
+    return root, codes
+
+
+def _folder(root, series):
+    return root / "smoke" if series is None else root / "smoke" / series
 
 
 def test_there_are_notebooks():
@@ -34,16 +50,58 @@ def test_source_notebook_is_clean(path):
 
 
 @pytest.mark.notebooks
+@pytest.mark.parametrize("series", SERIES, ids=lambda s: s or "default")
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
-def test_notebook_runs_with_smoke_profile(path, smoke_results):
-    root, code = smoke_results
-    assert code == 0, "the smoke run failed; see the captured output for the notebook and cell"
-    out = root / "smoke" / path.stem
-    metrics = json.loads((out / "metrics.json").read_text())
-    assert metrics, f"{path.stem} wrote an empty metrics.json"
-    manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["profile"] == "smoke"
-    assert (root / "smoke" / "executed" / path.name).exists()
+def test_notebook_runs_with_smoke_profile(path, series, smoke_results):
+    root, _ = smoke_results
+    cfg = config.load("smoke", **({} if series is None else {"series": series}))
+    out = _folder(root, series)
+    log = json.loads((out / "executed" / "run.json").read_text())
+    ran = {r["notebook"]: r for r in log["notebooks"]}
+    if path.name[:2] in cfg.run.skip:
+        assert path.name not in ran
+        return
+    assert path.name in ran, (
+        f"{cfg.results_name}: {path.name} did not run (an earlier notebook failed: {log})"
+    )
+    assert ran[path.name]["ok"], ran[path.name].get("error")
+    metrics = json.loads((out / path.stem / "metrics.json").read_text())
+    assert metrics, f"{cfg.results_name}/{path.stem} wrote an empty metrics.json"
+    manifest = json.loads((out / path.stem / "manifest.json").read_text())
+    assert (manifest["profile"], manifest["series"]) == ("smoke", series)
+    assert manifest["config"]["env"]["name"] == cfg.env.name
+    assert (out / "executed" / path.name).exists()
+    with store.results_at(root):  # every notebook's findings section, on every environment
+        assert report.findings(cfg.results_name, path.stem).strip()
+
+
+@pytest.mark.notebooks
+def test_every_series_passed_and_the_budgetmix_table_covers_the_four_tasks(smoke_results):
+    root, codes = smoke_results
+    assert set(codes.values()) == {0}, codes
+    with store.results_at(root):
+        s = report.budgetmix_gains("smoke", run.ALL_ENVS)
+        text = report.budgetmix_markdown("smoke", run.ALL_ENVS)
+    assert s["n_tasks"] == 4 and all(v is not None for v in s["tasks"].values())
+    for gains in s["tasks"].values():
+        assert all(math.isfinite(g) and lo <= g <= hi for g, lo, hi in gains.values())
+    assert "| **kit: mean of 4 tasks** |" in text and "not run" not in text
+
+
+@pytest.mark.notebooks
+def test_series_read_their_own_results(smoke_results):
+    """Notebook 02 reads notebook 01's metrics of its own series: each series' training dynamics are its own."""
+    root, _ = smoke_results
+    for series in SERIES:
+        out = _folder(root, series)
+        m01 = json.loads((out / "01_grpo_training" / "metrics.json").read_text())
+        m02 = json.loads((out / "02_budgetmix_training" / "metrics.json").read_text())
+        assert m01["env"] == m02["env"] == (series or "frozenlake")
+        assert m02["r_single_change"] == (
+            {"grpo": m01["grpo"]["R_single"], "budgetmix": m01["budgetmix"]["R_single"]}
+            if "R_single" in m01["grpo"]
+            else {}
+        )
 
 
 def test_runner_rejects_unknown_parameter(capsys):
@@ -54,3 +112,17 @@ def test_runner_rejects_unknown_parameter(capsys):
 def test_runner_rejects_unknown_notebook(capsys):
     assert run.main(["--profile", "smoke", "--only", "97"]) == 1
     assert "no notebook 97" in capsys.readouterr().err
+
+
+@pytest.mark.notebooks
+def test_headline_table_on_every_series(smoke_results):
+    """The headline table reads every series, with or without a step oracle (04/05 skipped, no R_single)."""
+    root, _ = smoke_results
+    for series in SERIES:
+        name = f"smoke/{series}" if series else "smoke"
+        with store.results_at(root):
+            rows = report.headline(name)
+        quantities = [r[0] for r in rows]
+        assert any(q.startswith("Success at 25% of T_max") for q in quantities), name
+        oracle = (series or "frozenlake") in ("frozenlake", "deepcoder")
+        assert ("RL picks the better action after an injected error" in quantities) == oracle, name

@@ -2,6 +2,7 @@
 
 from helpers.envs.base import (
     Env,
+    StepOracle,
     StepResult,
     Task,
     available,
@@ -10,11 +11,14 @@ from helpers.envs.base import (
     make,
     play,
     register,
+    require_step_oracle,
     settings,
+    step_oracle,
 )
 
 __all__ = [
     "Env",
+    "StepOracle",
     "StepResult",
     "Task",
     "available",
@@ -23,5 +27,7 @@ __all__ = [
     "make",
     "play",
     "register",
+    "require_step_oracle",
     "settings",
+    "step_oracle",
 ]

@@ -4,11 +4,19 @@ Records flow one way: an `Env` turns a `Task` and a budget into opening chat mes
 into a `StepResult`. Environments are deterministic given (task, seed, actions), so a state is stored as
 task + seed + action prefix and replays exactly. Malformed actions never raise: they use up the turn, get an
 observation saying what was wrong, and set `info["invalid"] = True`.
+
+Step oracles. An environment says whether it has an exact per-step oracle with the class attribute `step_oracle`
+(and why, or what the oracle is, in `oracle_note`). Where it is True, `step_quality` scores any action at any
+state and the environment also implements the `StepOracle` methods the step-level analyses (notebooks 04 and 05,
+`helpers.probing`) need: whether a state is dead (`is_dead`), the best success still achievable (`best_success`),
+and how an error is made there (`error_action`): the environment, not the analysis, owns what an incorrect
+action is. `step_oracle(name)` reads both attributes without building an environment.
 """
 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -47,6 +55,9 @@ class Env(Protocol):
 
     name: str
     done: bool  # True once the episode has ended (goal, failure, or budget used up)
+    # True where `step_quality` is an exact per-step oracle (then `StepOracle` is implemented too)
+    step_oracle: bool
+    oracle_note: str  # what the oracle is, or why there is none (recorded by the notebooks that need one)
 
     def reset(self, task: Task, budget: int, seed: int = 0) -> list[dict]:
         """Start an episode with `budget` turns; returns the opening chat messages (budget stated)."""
@@ -56,6 +67,26 @@ class Env(Protocol):
 
     def step_quality(self, action_text: str) -> float | None:
         """Score an action in the current state without changing it; None where no oracle exists."""
+
+
+@runtime_checkable
+class StepOracle(Protocol):
+    """What an environment with `step_oracle = True` also implements, for step probing and error recovery."""
+
+    def is_dead(self) -> bool:
+        """True where no action can still succeed in the remaining turns (every action then scores the same, so
+        the state says nothing about a step's quality)."""
+
+    def best_success(self) -> float | None:
+        """The best success probability still achievable from the current state within the remaining turns (the
+        structural upper bound of a continuation from here); None where it is unknown."""
+
+    def error_action(self, seed: int, attempts: Sequence[str] = ()) -> str | None:
+        """An incorrect action at the current state, chosen deterministically from `seed`, after which the episode
+        goes on (something is left to recover from); None where none exists. `attempts` are replies other agents
+        made on this task (e.g. the base policy's own): an environment may inject one of them that is incorrect
+        here, so the error is one a policy really makes; environments whose errors follow from the oracle alone
+        ignore them. The state is unchanged; the caller applies the action with `step`."""
 
 
 # name -> "module:Class"; modules are imported on first use so a missing optional dependency of one
@@ -84,6 +115,24 @@ def env_class(name: str) -> Any:
         raise KeyError(f"unknown environment {name!r}; registered: {available()}")
     module, cls = _REGISTRY[name].split(":")
     return getattr(importlib.import_module(module), cls)
+
+
+def step_oracle(name: str) -> dict:
+    """Whether environment `name` has an exact step oracle, and what it is or why there is none:
+    {"env", "step_oracle", "oracle_note"} (read from the class; nothing is built or loaded)."""
+    cls = env_class(name)
+    return {
+        "env": name,
+        "step_oracle": bool(getattr(cls, "step_oracle", False)),
+        "oracle_note": str(getattr(cls, "oracle_note", "the environment does not declare a step oracle")),
+    }
+
+
+def require_step_oracle(name: str, what: str) -> None:
+    """Fail with a message naming the environment and why, where `what` needs a step oracle it lacks."""
+    info = step_oracle(name)
+    if not info["step_oracle"]:
+        raise ValueError(f"{what} needs a step oracle; environment {name!r} has none: {info['oracle_note']}")
 
 
 def make(name: str, **cfg: Any) -> Env:

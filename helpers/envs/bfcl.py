@@ -525,6 +525,11 @@ class BFCLEnv:
     """BFCL multi-turn with a turn budget; implements `helpers.envs.base.Env`."""
 
     name = "bfcl"
+    step_oracle = False
+    oracle_note = (
+        "BFCL scores a whole user turn against its ground-truth calls (state and response checks); there is no "
+        "exact score of a single reply at a state, as the paper notes"
+    )
 
     def __init__(
         self, call_time_limit_s: float = 2.0, call_output_chars: int = 100_000, call_memory_mb: int = 1024

@@ -6,7 +6,13 @@ each test's input; the verdicts are decided here, from what the program printed 
 All tests pass: reward 1, success, the episode ends. Otherwise the next observation lists up to 2 failing tests
 (input, expected, actual, error, each truncated) and asks for a fix. A reply without a python block is an invalid
 action. `step_quality` is the fraction of tests the program passes (the paper's unit-test pass rate), computed
-without changing the state. Every step's `info["sandbox"]` says how the program was isolated ("os", or "weak"
+without changing the state: DeepCoder-MT has a step oracle (`step_oracle = True`), so step probing and error
+recovery run on it. No live state is dead: a live episode has at least one turn left, and one correct program
+solves the task in one turn, so some action can always still succeed (`is_dead` is False; `best_success` is 1
+where a reference solution proves the task solvable, unknown otherwise). An injected error (`error_action`) is a
+failing program: one of the given attempts (the base policy's own replies on the task) that fails a test here,
+or else a single-point mutation of the reference solution (`mutation_sites`, `mutate`) that fails one; the
+environment's feedback on it is what the agent sees next. Every step's `info["sandbox"]` says how the program was isolated ("os", or "weak"
 where weak isolation was asked for); results are memoised per episode within `cache_bytes`.
 
 Tests come in one normalised format (`sandbox.validate_test`): stdin tests, call tests (a function or a
@@ -35,6 +41,7 @@ import hashlib
 import json
 import re
 from collections import OrderedDict
+from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
 
@@ -312,6 +319,9 @@ class CodeEnv:
     """DeepCoder-MT with a turn budget; implements `helpers.envs.base.Env`."""
 
     name = "deepcoder"
+    step_oracle = True
+    oracle_note = "the fraction of the task's unit tests the reply's program passes (the paper's pass rate)"
+    max_mutants = 16  # mutations of the reference tried (each runs in the sandbox) before giving up
 
     def __init__(
         self,
@@ -491,6 +501,118 @@ class CodeEnv:
             raise RuntimeError("step_quality() on a finished episode")
         program = extract_program(action_text)
         return 0.0 if program is None else self.evaluate(program).fraction
+
+    def is_dead(self) -> bool:
+        """Whether no action can still succeed: only when no turn is left (a live episode always has one, and one
+        correct program solves the task in one turn), so no live DeepCoder-MT state is dead."""
+        return self.remaining < 1
+
+    def best_success(self) -> float | None:
+        """1 where a reference solution exists and a turn is left (it solves the task now); None (unknown) for
+        tasks without a reference, such as the hub's rows."""
+        return self.upper_bound(self.task, self.remaining)
+
+    def fails(self, action_text: str) -> bool:
+        """True for a reply whose program runs and fails at least one test (a reply without a program is an
+        invalid action, not a failing program)."""
+        program = extract_program(action_text)
+        return program is not None and not self.evaluate(program).all_passed
+
+    def error_action(self, seed: int, attempts: Sequence[str] = ()) -> str | None:
+        """A failing program for the current state (`helpers.envs.base.StepOracle`), chosen with a generator seeded
+        by `seed`: the first of the distinct `attempts` in a seeded random order that fails a test here (so,
+        uniformly, one of the failing attempts a policy really made), else the first of up to `max_mutants`
+        mutants of the reference solution, in a seeded random order, that fails one; None if neither gives one.
+        Every candidate runs in the sandbox; the state is unchanged."""
+        if self.done:
+            raise RuntimeError("error_action() on a finished episode")
+        rng = np.random.default_rng(seed)
+        own = list(dict.fromkeys(a for a in attempts if extract_program(a) is not None))
+        for i in rng.permutation(len(own)):
+            if self.fails(own[i]):
+                return own[i]
+        reference = self.task.payload.get("reference")
+        if not reference:
+            return None
+        edits = mutation_sites(reference)
+        for i in rng.permutation(len(edits))[: self.max_mutants]:
+            reply = fence(mutate(reference, edits[i]))
+            if self.fails(reply):
+                return reply
+        return None
+
+
+# -------------------------------------------------------------------------------------------- mutations
+
+# Single-point mutations a programmer's slip could make: an arithmetic operator, a comparison, a boolean
+# connective or a boolean constant swapped, an integer constant off by one, min and max confused, or a statement
+# left out. Augmented assignments (`i += 1`) and the bodies of while loops are left alone: a mutated loop counter
+# tends to loop forever, which costs the sandbox's time limit on every test.
+_BINOP_SWAP = {
+    ast.Add: ast.Sub,
+    ast.Sub: ast.Add,
+    ast.Mult: ast.Add,
+    ast.FloorDiv: ast.Mult,
+    ast.Mod: ast.FloorDiv,
+}
+_CMP_SWAP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq,
+             ast.NotEq: ast.Eq, ast.In: ast.NotIn, ast.NotIn: ast.In, ast.Is: ast.IsNot, ast.IsNot: ast.Is}  # fmt: skip
+_BOOL_SWAP = {ast.And: ast.Or, ast.Or: ast.And}
+_NAME_SWAP = {"min": "max", "max": "min"}
+
+
+def _nodes(program: str) -> list[ast.AST]:
+    """The program's nodes in `ast.walk` order (the module first), without those inside augmented assignments."""
+    tree = ast.parse(program)
+    skip = {id(n) for a in ast.walk(tree) if isinstance(a, ast.AugAssign) for n in ast.walk(a)}
+    return [tree] + [n for n in ast.walk(tree) if id(n) not in skip and n is not tree]
+
+
+def mutation_sites(program: str) -> list[tuple[int, str, int]]:
+    """Every single-point mutation of `program` as (node index in `_nodes` order, kind, position); [] where the
+    program does not parse. The program is parsed with `ast`, never run here."""
+    try:
+        nodes = _nodes(program)
+    except SyntaxError:
+        return []
+    sites: list[tuple[int, str, int]] = []
+    for k, n in enumerate(nodes):
+        if isinstance(n, ast.Compare):
+            sites += [(k, "compare", j) for j, op in enumerate(n.ops) if type(op) in _CMP_SWAP]
+        elif isinstance(n, ast.BinOp) and type(n.op) in _BINOP_SWAP:
+            sites.append((k, "binop", 0))
+        elif isinstance(n, ast.BoolOp):
+            sites.append((k, "boolop", 0))
+        elif isinstance(n, ast.Constant) and type(n.value) in (int, bool):
+            sites.append((k, "constant", 0))
+        elif isinstance(n, ast.Name) and n.id in _NAME_SWAP and isinstance(n.ctx, ast.Load):
+            sites.append((k, "name", 0))
+        body = getattr(n, "body", None)
+        if isinstance(body, list) and len(body) >= 2 and not isinstance(n, ast.While):
+            sites += [(k, "drop", j) for j, stmt in enumerate(body) if not isinstance(stmt, ast.AugAssign)]
+    return sites
+
+
+def mutate(program: str, site: tuple[int, str, int]) -> str:
+    """`program` with the mutation at `site` (from `mutation_sites`) applied, as source text."""
+    nodes = _nodes(program)
+    k, kind, j = site
+    n = nodes[k]
+    if kind == "binop":
+        n.op = _BINOP_SWAP[type(n.op)]()
+    elif kind == "compare":
+        n.ops[j] = _CMP_SWAP[type(n.ops[j])]()
+    elif kind == "boolop":
+        n.op = _BOOL_SWAP[type(n.op)]()
+    elif kind == "constant":
+        n.value = (not n.value) if type(n.value) is bool else n.value + 1
+    elif kind == "name":
+        n.id = _NAME_SWAP[n.id]
+    elif kind == "drop":
+        del n.body[j]
+    else:
+        raise ValueError(f"unknown mutation kind {kind!r} in site {site}")
+    return ast.unparse(nodes[0]) + "\n"
 
 
 def _result_bytes(program: str, result: sandbox.RunResult) -> int:

@@ -20,6 +20,7 @@ import copy
 import functools
 import re
 from collections import deque
+from collections.abc import Sequence
 
 import numpy as np
 from gymnasium.envs.toy_text.frozen_lake import FrozenLakeEnv as GymFrozenLake
@@ -292,6 +293,11 @@ class FrozenLakeEnv:
     """Text FrozenLake with a turn budget; implements `helpers.envs.base.Env`."""
 
     name = "frozenlake"
+    step_oracle = True
+    oracle_note = (
+        "finite-horizon Q* by dynamic programming on gymnasium's transition table (gamma from the task, 0.95 as in "
+        "the paper), normalised by the best action's Q* at the state with the remaining turns as horizon"
+    )
 
     def __init__(self) -> None:
         self.task: Task | None = None
@@ -424,6 +430,15 @@ class FrozenLakeEnv:
     def incorrect_actions(self) -> list[str]:
         """Suboptimal moves that do not end the episode (see `incorrect_actions`)."""
         return incorrect_actions(self)
+
+    def error_action(self, seed: int, attempts: Sequence[str] = ()) -> str | None:
+        """The injected error (`helpers.envs.base.StepOracle`): one of `incorrect_actions()`, chosen uniformly by a
+        generator seeded with `seed`; None where every move is optimal or ends the episode. FrozenLake's errors
+        follow from Q* alone, so `attempts` are not used."""
+        candidates = self.incorrect_actions()
+        if not candidates:
+            return None
+        return candidates[int(np.random.default_rng(seed).integers(len(candidates)))]
 
     def step_quality(self, action_text: str) -> float | None:
         """Q*(s, a) / max_a' Q*(s, a'): 1 for a best action, 0 for an invalid one or a move into a hole.

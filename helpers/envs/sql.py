@@ -42,7 +42,16 @@ train / dev questions from the Hugging Face hub instead, with the same support r
 databases are disjoint.
 
 `step_quality(action)` is the reward the action's result would get if submitted next (for `submit`, the reward of
-the current last result): InterCode's reward is the oracle, so no separate model of quality is needed.
+the current last result). Rollouts record it, but it is **not a step oracle** (`step_oracle = False`), so step
+probing and error recovery (notebooks 04, 05) skip InterCode-SQL, as the paper does. An oracle of a step's quality
+must score what the step is worth for the rest of the episode (FrozenLake's Q*; on DeepCoder-MT every reply is a
+whole candidate program, so its pass rate is what that reply would score). The reward of the current result scores
+each query as if the episode ended after it: it is the step's value only on the last turn. Earlier, a query that
+reads the data to learn how values are spelled or which table holds a fact scores 0 although it may be the best
+step, while a query that is nearly right in the final columns scores high; and since only the *last* result is
+scored, an injected wrong query is undone by any later query, so "recovering from an error" is no different from
+answering from a fresh state. The exact value of an action (the best reward still reachable after it) is 1 at every
+state with a turn left (the gold query can always be run next), so it cannot rank steps either.
 """
 
 from __future__ import annotations
@@ -621,6 +630,12 @@ class SQLEnv:
     """InterCode-SQL on SQLite with a turn budget; implements `helpers.envs.base.Env`."""
 
     name = "intercode_sql"
+    step_oracle = False
+    oracle_note = (
+        "the reward of the current result scores each query as if the episode ended after it (a step's value only "
+        "on the last turn; exploratory queries score 0), and an error is undone by the next query since only the "
+        "last result is scored: not a sound step oracle (see helpers/envs/sql.py)"
+    )
 
     def __init__(
         self,

@@ -239,6 +239,13 @@ def recipe(cfg: Config) -> dict:
     }
 
 
+def identity(cfg: Config) -> str:
+    """What names the base in the recipes built on it: the tiny base's folder name (`base-<recipe hash>`), or the
+    hub name or path as configured; never an absolute path of this machine, so a fresh clone finds the committed
+    models under the same names."""
+    return path_of(cfg).name if cfg.model.name_or_path == "tiny" else cfg.model.name_or_path
+
+
 def path_of(cfg: Config, force: bool = False) -> Path:
     """Path of the profile's base model: a hub name/path as configured, or the tiny SFT base (built once)."""
     if cfg.model.name_or_path != "tiny":

@@ -47,7 +47,7 @@ def sharpened(cfg: Config) -> dict:
     Returns {"temperature", "target", "success": {temperature: success}, "rl_success": {name: success}}.
     """
     rl = {rl_name("full", s): train.trained_model(cfg, "full", s) for s in cfg.train.seeds}
-    recipe = {"base": str(base_model.path_of(cfg)), "rl": sorted(map(str, rl.values())),
+    recipe = {"base": base_model.identity(cfg), "rl": sorted(map(store.portable, rl.values())),
               "eval": [cfg.eval.sharpen_temperatures, cfg.eval.sharpen_tasks, cfg.eval.n_samples],
               "sampling": [cfg.sampling.top_p, cfg.sampling.max_new_tokens], "seed": cfg.seed}  # fmt: skip
     digest = hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:10]

@@ -31,10 +31,11 @@ def trajectory_record(tr: Trajectory) -> dict:
 
 
 def agent_id(policy) -> str:
-    """What identifies an agent's behaviour: its model's path or name, and a fixed sampling temperature if any."""
+    """What identifies an agent's behaviour: its model's path (relative to the results root, `store.portable`) or
+    name, and a fixed sampling temperature if any."""
     inner = getattr(policy, "policy", None)
     own = getattr(getattr(policy, "model", None), "name_or_path", None) or getattr(policy, "name", "?")
-    base = agent_id(inner) if inner is not None else str(own)
+    base = agent_id(inner) if inner is not None else store.portable(own)
     temp = getattr(policy, "temperature", None)
     return f"{base}@T={temp:g}" if temp is not None else base
 

@@ -42,6 +42,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from helpers import store
 from helpers.policy import Policy
 from helpers.rollout import ChatFormat, Trajectory
 
@@ -388,7 +389,7 @@ def score_transcripts(
     transcripts = read_transcripts(path)
     chat = ChatFormat(base.tokenizer, getattr(base, "chat_kwargs", None))
     encoded, too_long = within_context(to_trajectories(transcripts, chat, style=style), base)
-    info = {"file": str(path), "n_read": len(transcripts), "too_long": too_long, "style": style,
+    info = {"file": store.portable(path), "n_read": len(transcripts), "too_long": too_long, "style": style,
             "agents": sorted({t.agent for t in transcripts}),
             "invalid_turns": int(sum(t["invalid"] for tr in encoded for t in tr.turns))}  # fmt: skip
     if not encoded:

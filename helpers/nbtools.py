@@ -1,12 +1,22 @@
-"""Notebook hygiene: source notebooks are committed with outputs and Papermill metadata stripped.
+"""Notebook hygiene, and running a notebook the way a reader does.
 
 python -m helpers.nbtools strip notebooks/*.ipynb     # clean in place
 python -m helpers.nbtools check notebooks/*.ipynb     # exit 1 if any is not clean
+
+Source notebooks are committed with outputs and Papermill metadata stripped (`strip`, `problems`). `run_all`
+executes a notebook as JupyterLab's Run All does (one kernel, top to bottom, in the notebook's folder, nothing
+injected), and `output_problems` lists what a reader should never see in an executed notebook: an error,
+anything on stderr (warnings), a `PosixPath(...)`, an absolute path of this machine, a number in scientific
+notation.
 """
 
 from __future__ import annotations
 
+import os
+import re
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 import nbformat
@@ -44,6 +54,102 @@ def strip(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
     nb.metadata["kernelspec"] = dict(KERNELSPEC)
     nb.metadata["language_info"] = {"name": "python"}
     return nb
+
+
+def run_all(path: Path, timeout: int = 600) -> tuple[nbformat.NotebookNode, list[dict]]:
+    """Execute `path` top to bottom in a fresh `python3` kernel started in its folder, as JupyterLab's Run All
+    does: no runner, no injected parameters, the environment as it is. Returns the executed notebook and, per code
+    cell, its index and seconds. A failing cell raises nbclient's `CellExecutionError` (naming the cell)."""
+    from nbclient import NotebookClient
+
+    nb = nbformat.read(path, as_version=4)
+    started: dict[int, float] = {}
+    times: list[dict] = []
+
+    def start(cell, cell_index, **_):
+        started[cell_index] = time.perf_counter()
+
+    def done(cell, cell_index, **_):
+        times.append({"cell": cell_index, "seconds": time.perf_counter() - started[cell_index]})
+
+    client = NotebookClient(nb, timeout=timeout, kernel_name="python3", on_cell_execute=start,
+                            on_cell_executed=done, resources={"metadata": {"path": str(Path(path).parent)}})  # fmt: skip
+    client.execute()
+    return nb, times
+
+
+def artefacts(profile_root: Path) -> dict[str, int]:
+    """What training and evaluation leave under a profile's folder: every file below `models/` (by size) and every
+    record file (by its number of lines). Equal before and after a run means the run trained and sampled nothing
+    new: it read what was there."""
+    found = {}
+    for p in sorted(profile_root.rglob("*")):
+        if not p.is_file():
+            continue
+        rel = p.relative_to(profile_root).as_posix()
+        if p.suffix == ".jsonl":
+            found[rel] = sum(1 for _ in p.open("rb"))
+        elif rel.startswith("models/"):
+            found[rel] = p.stat().st_size
+    return found
+
+
+_SCIENTIFIC = re.compile(r"(?<![\w.])[-+]?\d+(?:\.\d+)?e[-+]\d+\b")
+_TEXT_TYPES = ("text/plain", "text/html", "text/markdown")
+
+
+def _machine_paths() -> list[str]:
+    """Absolute folders of this machine that must not appear in a notebook's outputs."""
+    from helpers.config import REPO_ROOT
+
+    found = {
+        str(REPO_ROOT),
+        tempfile.gettempdir().rstrip("/") + "/",
+        sys.prefix,
+        os.path.expanduser("~") + "/",
+    }
+    if os.environ.get("KIT_RESULTS"):
+        found.add(str(Path(os.environ["KIT_RESULTS"]).resolve()))
+    return sorted(p for p in found if len(p) > 2)
+
+
+def output_problems(nb: nbformat.NotebookNode) -> list[str]:
+    """What a reader must not see in an executed notebook: errors, stderr (warnings), `PosixPath(...)`, absolute
+    paths of this machine, scientific notation. Widget outputs (progress bars) are fine: their text fallback is
+    not shown where the widget renders."""
+    found = []
+    paths = _machine_paths()
+    for i, c in enumerate(nb.cells):
+        if c.cell_type != "code":
+            continue
+        for o in c.get("outputs", []):
+            kind = o.get("output_type")
+            if kind == "error":
+                found.append(f"cell {i}: error {o.get('ename')}: {o.get('evalue')}")
+                continue
+            if kind == "stream":
+                text = o.get("text", "")
+                if o.get("name") == "stderr" and text.strip():
+                    found.append(f"cell {i}: stderr: {text.strip()[:160]!r}")
+                texts = [text]
+            else:
+                data = o.get("data", {})
+                if "application/vnd.jupyter.widget-view+json" in data:
+                    continue
+                texts = [
+                    data[t] if isinstance(data[t], str) else "".join(data[t])
+                    for t in _TEXT_TYPES
+                    if t in data
+                ]
+            for text in texts:
+                if "PosixPath(" in text:
+                    found.append(f"cell {i}: PosixPath in the output")
+                for p in paths:
+                    if p in text:
+                        found.append(f"cell {i}: absolute path {p!r} in the output")
+                if m := _SCIENTIFIC.search(text):
+                    found.append(f"cell {i}: scientific notation {m.group(0)!r}")
+    return found
 
 
 def main(argv: list[str]) -> int:

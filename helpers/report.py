@@ -89,7 +89,7 @@ def headline(profile: str = "cpu") -> list[tuple[str, str, str, str]]:
             )
         )
     m05 = _get(profile, "05_error_recovery", default={})
-    if m05 and "superior_action" in m05:  # absent where the environment has no step oracle (05 skipped)
+    if m05 and "skipped" not in m05:  # 05 records `skipped` where the environment has no step oracle
         s = m05["superior_action"]
         rows.append(
             (
@@ -443,7 +443,6 @@ def _findings_04(m: dict) -> list[str]:
         return _skipped(m)
     s = m["matched_states"]
     env = m.get("env", "frozenlake")
-    setting = {"frozenlake": "FrozenLake", "deepcoder": "DeepCoder-MT"}
     reported = env if env in m["paper"] else "frozenlake"
     paper = m["paper"][reported]
     q = {k: s[f"mean_quality_{k}"] for k in ("base", "sharp", "rl")}
@@ -453,7 +452,7 @@ def _findings_04(m: dict) -> list[str]:
         "and states.",
         f"- **RL better than the base** at {_win(s['rl_vs_base'])} of live states (tie "
         f"{100 * s['rl_vs_base']['tie']:.1f} %, worse {100 * s['rl_vs_base']['worse']:.1f} %); paper, "
-        f"{setting.get(reported, reported)}: {100 * paper:.1f} %.",
+        f"{TASK_NAMES.get(reported, reported)}: {100 * paper:.1f} %.",
         f"- **RL better than the sharpened base** (temperature {m['sharpened_temperature']:g}) at "
         f"{_win(s['rl_vs_sharp'])}; the sharpened base better than the base at {_win(s['sharp_vs_base'])}.",
         "- **Mean quality** (live states): "

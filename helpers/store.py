@@ -76,6 +76,17 @@ def models_dir(profile: str) -> Path:
     return d
 
 
+def portable(path: str | Path) -> str:
+    """A path as the kit records it in recipes, records and outputs: relative to the results root when it lies
+    there (`cpu/models/base-f7acd01573`), so a hash, a resume check or a printed line means the same in every clone
+    and under every `KIT_RESULTS`; otherwise as given (a hub name such as `Qwen/Qwen3-4B`, or a folder elsewhere)."""
+    p = Path(path)
+    try:
+        return p.resolve().relative_to(results_root().resolve()).as_posix()
+    except ValueError:
+        return str(path)
+
+
 def _jsonable(x: Any) -> Any:
     """numpy scalars and arrays, paths and tuples to plain JSON types."""
     if hasattr(x, "tolist"):

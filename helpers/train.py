@@ -73,7 +73,7 @@ def rl_recipe(cfg: Config, mode: str, seed: int | None = None) -> dict:
     and everything cached under it, is what it was before those estimators existed."""
     return {
         "version": base_model.BASE_RECIPE_VERSION,
-        "base": str(base_model.path_of(cfg)),
+        "base": base_model.identity(cfg),
         "mode": mode,
         "rl_seed": run_seed(cfg, seed),
         "train": train_recipe(cfg),
@@ -143,7 +143,7 @@ def probe_pool_path(cfg: Config) -> Path:
         "n": cfg.train.n_probe_states,
         "seed": cfg.seed,
         "env": settings(cfg),
-        "base": str(base_model.path_of(cfg)),
+        "base": base_model.identity(cfg),
     }
     return _recipe_dir(cfg, "probe-pool", recipe).with_suffix(".jsonl")
 

@@ -258,7 +258,7 @@ NEW_TRAIN_KEYS = ("save_steps", *PROCESS_KEYS)
 
 def trl_dir(cfg: Config, mode: str, use_vllm: bool = False) -> Path:
     """Where a TRL run of this profile, mode and rollout engine keeps its checkpoints, logs and final model."""
-    recipe = {"trainer": "trl", "rollouts": "vllm" if use_vllm else "hf", "base": str(base_model.path_of(cfg)), "mode": mode,
+    recipe = {"trainer": "trl", "rollouts": "vllm" if use_vllm else "hf", "base": base_model.identity(cfg), "mode": mode,
               "train": {k: v for k, v in dataclasses.asdict(cfg.train).items() if k not in NEW_TRAIN_KEYS},
               "sampling": dataclasses.asdict(cfg.sampling), "env": cfg.env.name, "env_settings": settings(cfg),
               "seed": cfg.seed}  # fmt: skip

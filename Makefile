@@ -25,7 +25,7 @@ install:
 	@sh scripts/sandbox_os.sh $(PY)
 
 reproduce: install
-	$(PY) -m helpers.run --profile $(PROFILE)
+	$(PY) -m helpers.run --profile $(PROFILE) --fresh
 
 test: install
 	$(PY) -m ruff check .

@@ -1,49 +1,73 @@
 """`python -m helpers.run`: execute the notebooks in numeric order with Papermill.
 
-    python -m helpers.run --profile cpu                 # every notebook, results in results/cpu/
-    python -m helpers.run --profile cpu --only 03       # one notebook
-    python -m helpers.run --profile cpu --from 02       # 02 and everything after it
-    python -m helpers.run --profile smoke -p seed=1     # extra notebook parameters
-    python -m helpers.run --profile gpu --env deepcoder # the series on one environment: results/gpu/deepcoder/
-    python -m helpers.run --profile gpu --env all       # the series on each of the four, one after another
+    python -m helpers.run --profile cpu                  # every notebook, results in results/cpu/
+    python -m helpers.run --profile cpu --fresh          # the same from scratch (what `make reproduce` runs)
+    python -m helpers.run --profile cpu --only 03        # one notebook
+    python -m helpers.run --profile cpu --from 02        # 02 and everything after it
+    python -m helpers.run --profile smoke -p seed=1      # a config key: becomes overrides={"seed": 1}
+    python -m helpers.run --profile smoke -p train.lr 1e-4 -p 'overrides={"sweep": {"n_samples": 4}}'
+    python -m helpers.run --profile gpu --env deepcoder  # the series on one environment: results/gpu/deepcoder/
+    python -m helpers.run --profile gpu --env all        # the series on each of the four, one after another
 
 Each notebook runs in the `python3` kernel (this interpreter) with `notebooks/` as its working directory and
-the profile passed as the `profile` parameter. `--env NAME` runs the per-environment series: the notebooks get
-`overrides={"series": NAME}` (merged with any `-p overrides=...`), so they run on NAME with the profile's
-`per_env.NAME` settings and write to `results/<profile>/<NAME>/` (see `Config.series`); without `--env` nothing
-changes. Parameter names and every series' configuration are checked before anything runs (Papermill itself
-only warns about unknown parameters). Executed copies go to `results/<profile>[/<env>]/executed/`, never over the
-sources, with `run.json` (each notebook's wall time and outcome) beside them. A series stops at its first failure
-and names the notebook and the cell; with several environments the next one still runs, and the exit status
-says whether all of them passed. Notebooks listed in the profile's `run.skip` are left out (not with `--only`).
+the profile passed as the `profile` parameter. `-p` takes `name=value` or, as Papermill does, `NAME VALUE`; the
+value is a Python literal where it parses as one (`1e-4`, `[0, 1]`, `None`), else a string. A name the notebooks
+declare (`overrides`) is passed as it is; a config key, dotted or not (`seed`, `train.lr`), becomes an entry of
+`overrides` (merged with an explicit `-p overrides=...`). `--env NAME` runs the per-environment series: the
+notebooks get `overrides={"series": NAME}` too, so they run on NAME with the profile's `per_env.NAME` settings
+and write to `results/<profile>/<NAME>/` (see `Config.series`); without `--env` nothing changes. Parameter
+names and every series' configuration (override keys and values) are checked before anything runs or moves.
+
+Executed copies go to `results/<profile>[/<env>]/executed/`, never over the sources, with `run.json` (each
+notebook's wall time, outcome and copies) beside them. A notebook executes into `NN_name.running.ipynb` and is
+renamed to `NN_name.ipynb` only when it passed, so a failed run keeps the last good copy; the failed one is
+`NN_name.failed.ipynb` beside it (removed by the next run that passes). While a notebook runs, one line per code
+cell says where it is. A series stops at its first failure and names the notebook and the cell; with several
+environments the next one still runs, and the exit status says whether all of them passed. Notebooks listed in
+the profile's `run.skip` are left out (not with `--only`).
+
+`--fresh` rebuilds a series from scratch: after every check passed, the series' folder (`results/<profile>`, or
+`results/<profile>/<env>` with `--env`) is moved aside to `results/.previous-<name>-<time>/`, deleted once every
+notebook passed and kept (the run says where) when one failed. Without `--env` the profile's models
+(`results/<profile>/models/`) go aside with it and are rebuilt; the per-environment series' folders in it stay.
+With `--env` the models, shared by every series of the profile, stay where they are.
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import dataclasses
+import functools
 import json
 import os
+import re
+import shutil
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from helpers.config import REPO_ROOT, Config, load
-from helpers.store import profile_dir, write_atomic
+from helpers.config import REPO_ROOT, Config, ConfigError, load
+from helpers.store import profile_dir, results_root, write_atomic
+
+if TYPE_CHECKING:
+    from traitlets.config import Config as TraitletsConfig
 
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
 # The paper's four tasks, in the order of its tables; `--env all` runs them in this order.
 ALL_ENVS = ("deepcoder", "bfcl", "intercode_sql", "frozenlake")
+PARAM_HINT = "expected -p name=value or -p NAME VALUE (e.g. -p seed=1, -p train.lr 1e-4)"
 
 
 class RunError(RuntimeError):
     """A notebook could not be run; the message names it and, for a failed cell, the cell."""
 
 
-def notebooks(directory: Path = NOTEBOOK_DIR) -> list[Path]:
-    """The numbered notebooks (NN_name.ipynb), in order."""
-    found = sorted(p for p in directory.glob("[0-9][0-9]_*.ipynb"))
-    return found
+def notebooks(directory: Path | None = None) -> list[Path]:
+    """The numbered notebooks (NN_name.ipynb) of `directory` (default `NOTEBOOK_DIR`), in order."""
+    return sorted((directory or NOTEBOOK_DIR).glob("[0-9][0-9]_*.ipynb"))
 
 
 def select(paths: list[Path], only: str | None = None, start: str | None = None) -> list[Path]:
@@ -61,56 +85,117 @@ def select(paths: list[Path], only: str | None = None, start: str | None = None)
     return paths
 
 
-def check_parameters(path: Path, params: dict) -> None:
-    """Fail if a parameter is not declared in the notebook's `parameters` cell."""
+@functools.lru_cache(maxsize=64)
+def _declared(path: str, mtime: float) -> tuple[str, ...]:
     import papermill
 
-    declared = papermill.inspect_notebook(str(path))
-    if not declared:
+    return tuple(papermill.inspect_notebook(path))
+
+
+def declared_parameters(path: Path) -> set[str]:
+    """The names the notebook's `parameters` cell declares (an error if it has none)."""
+    names = _declared(str(path), path.stat().st_mtime)
+    if not names:
         raise RunError(f"{path.name} has no cell tagged 'parameters'")
-    unknown = sorted(set(params) - set(declared))
+    return set(names)
+
+
+def check_parameters(path: Path, params: dict) -> None:
+    """Fail if a parameter is not declared in the notebook's `parameters` cell."""
+    declared = declared_parameters(path)
+    unknown = sorted(set(params) - declared)
     if unknown:
         raise RunError(
             f"{path.name}: unknown parameter(s) {unknown}; the notebook declares {sorted(declared)}"
         )
 
 
-def run_notebook(path: Path, profile: str, params: dict, timeout: int, out_dir: Path) -> Path:
-    """Execute one notebook; returns the executed copy's path."""
-    import papermill
-    from papermill.exceptions import PapermillExecutionError
+# ------------------------------------------------------------------------------------------- parameters
 
-    out_dir.mkdir(parents=True, exist_ok=True)
-    out = out_dir / path.name
+
+def parse_value(text: str) -> Any:
+    """A Python literal when `text` parses as one (`1e-4`, `[0, 1]`, `None`), else the string itself."""
     try:
-        papermill.execute_notebook(
-            str(path),
-            str(out),
-            parameters={"profile": profile, **params},
-            kernel_name="python3",
-            cwd=str(path.parent),
-            execution_timeout=timeout,
-            progress_bar=False,
-            log_output=False,
-            coalesce_streams=True,
-        )
-    except PapermillExecutionError as e:
-        raise RunError(
-            f"{path.name} failed in cell {e.exec_count} ({e.ename}: {e.evalue}); "
-            f"the executed copy with the traceback is {out}"
-        ) from e
-    return out
-
-
-def parse_param(text: str) -> tuple[str, object]:
-    """`name=value`; the value is a Python literal when it parses as one, else a string."""
-    if "=" not in text:
-        raise RunError(f"-p {text!r}: expected name=value")
-    name, value = text.split("=", 1)
-    try:
-        return name, ast.literal_eval(value)
+        return ast.literal_eval(text)
     except (ValueError, SyntaxError):
-        return name, value
+        return text
+
+
+def parse_param(words: str | list[str]) -> tuple[str, Any]:
+    """One `-p`: `name=value` or `NAME VALUE` (Papermill's form); the value as `parse_value` reads it."""
+    words = [words] if isinstance(words, str) else list(words)
+    given = " ".join(words)
+    if len(words) == 1 and "=" in words[0]:
+        name, value = words[0].split("=", 1)
+    elif len(words) == 2 and "=" not in words[0]:
+        name, value = words
+    elif len(words) == 1:
+        raise RunError(f"-p {given}: no value; {PARAM_HINT}")
+    else:
+        raise RunError(f"-p {given}: {len(words)} words; {PARAM_HINT} (quote a value with spaces)")
+    name = name.strip()
+    if not re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*", name):
+        raise RunError(f"-p {given}: {name!r} is not a parameter name or a dotted config key; {PARAM_HINT}")
+    return name, parse_value(value)
+
+
+def _config_path(name: str) -> list[str] | None:
+    """`train.lr` (or `train__lr`) as ['train', 'lr'] when its first part is a section or key of `Config`."""
+    parts = re.split(r"\.|__", name)
+    keys = {f.name for f in dataclasses.fields(Config)} - {"profile"}
+    return parts if parts[0] in keys else None
+
+
+def _merge_overrides(into: dict, extra: dict, prefix: str = "") -> None:
+    """Merge nested `extra` into `into`; the same key given twice is an error."""
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(into.get(key), dict):
+            _merge_overrides(into[key], value, f"{prefix}{key}.")
+        elif key in into:
+            raise RunError(
+                f"-p: {prefix}{key} is given twice (once in overrides, once as -p {prefix}{key}=...)"
+            )
+        else:
+            into[key] = value
+
+
+def notebook_params(pairs: list[tuple[str, Any]], declared: set[str]) -> dict:
+    """The notebook parameters for `-p` pairs: names in `declared` pass as they are, config keys go into
+    `overrides` (nested, as `config.load` takes them), anything else is an error naming it."""
+    params: dict[str, Any] = {}
+    dotted: dict[str, Any] = {}
+    seen: set[str] = set()
+    for name, value in pairs:
+        if name in seen:
+            raise RunError(f"-p {name} is given twice")
+        seen.add(name)
+        if name == "profile":
+            raise RunError("-p profile: choose the profile with --profile")
+        if name in declared:
+            params[name] = value
+            continue
+        path = _config_path(name)
+        if path is None:
+            raise RunError(f"-p {name}: unknown parameter {name!r}: the notebooks declare {sorted(declared)} "
+                           f"and it is not a config key (such as seed or train.lr)")  # fmt: skip
+        node = dotted
+        for part in path[:-1]:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise RunError(f"-p {name}: {part} is given as a value and as a section")
+        if path[-1] in node:
+            raise RunError(f"-p {name}: {'.'.join(path)} is given twice")
+        node[path[-1]] = value
+    if "overrides" in params and not isinstance(params["overrides"], dict):
+        raise RunError(f"-p overrides={params['overrides']!r}: expected a dict, e.g. "
+                       "-p 'overrides={\"train\": {\"lr\": 1e-4}}' (or -p train.lr=1e-4)")  # fmt: skip
+    if dotted:
+        import copy
+
+        overrides = copy.deepcopy(params.get("overrides", {}))
+        _merge_overrides(overrides, dotted)
+        params["overrides"] = overrides
+    return params
 
 
 def environments(arg: str | None) -> list[str | None]:
@@ -151,65 +236,249 @@ def planned(cfg: Config, paths: list[Path], only: str | None) -> list[Path]:
     return [p for p in paths if p.name[:2] not in cfg.run.skip]
 
 
+# ------------------------------------------------------------------------------------------------ the plan
+
+
+@dataclass
+class Series:
+    """One series to run: its configuration, its notebooks and their parameters (without `profile`)."""
+
+    cfg: Config
+    paths: list[Path]
+    params: dict
+
+
+@dataclass
+class Plan:
+    """Everything a command line asks for, checked: the profile, each series, and whether to start afresh."""
+
+    profile: str
+    series: list[Series]
+    fresh: bool = False
+
+
+def parser() -> argparse.ArgumentParser:
+    """The command line of `python -m helpers.run` (abbreviated options are refused)."""
+    p = argparse.ArgumentParser(prog="python -m helpers.run", description=__doc__.split("\n\n")[0],
+                                allow_abbrev=False)  # fmt: skip
+    p.add_argument(
+        "--profile", default="cpu", help="profile in configs/ (smoke, cpu, gpu, paper) or a .yaml path"
+    )
+    p.add_argument("--only", help="run only the notebook with this number (e.g. 03)")
+    p.add_argument("--from", dest="start", help="run this notebook and every later one")
+    p.add_argument("--env", help="the per-environment series: frozenlake, deepcoder, bfcl, intercode_sql, "
+                                 "a comma list of them, or all (results in results/<profile>/<env>/)")  # fmt: skip
+    p.add_argument("--fresh", action="store_true", help="rebuild from scratch: move the series' results aside "
+                   "first (results/.previous-*), delete them when every notebook passed")  # fmt: skip
+    p.add_argument("-p", "--param", action="append", nargs="+", default=[], metavar=("NAME[=VALUE]", "VALUE"),
+                   help="a notebook parameter or a config key (seed, train.lr): name=value or NAME VALUE")  # fmt: skip
+    return p
+
+
+def make_plan(argv: list[str] | None = None) -> Plan:
+    """Parse and check a command line without running or moving anything: parameter names against every
+    notebook, override keys and values by loading each series' configuration. Raises RunError or ConfigError."""
+    args = parser().parse_args(argv)
+    if args.fresh and (args.only is not None or args.start is not None):
+        raise RunError("--fresh rebuilds whole series; it cannot be combined with --only or --from")
+    pairs = [parse_param(words) for words in args.param]
+    chosen = select(notebooks(), args.only, args.start)
+    declared = set().union(*(declared_parameters(p) for p in chosen)) - {"profile"}
+    params = notebook_params(pairs, declared)
+    out = []
+    for env in environments(args.env):  # check every series and notebook before running any
+        p = series_params(params, env)
+        overrides = p.get("overrides", {})
+        if "profile" in overrides:
+            raise RunError("-p overrides: 'profile' is not an override; choose the profile with --profile")
+        cfg = load(args.profile, **overrides)
+        paths = planned(cfg, chosen, args.only)
+        for path in paths:
+            check_parameters(path, {"profile": args.profile, **p})
+        out.append(Series(cfg, paths, p))
+    return Plan(args.profile, out, args.fresh)
+
+
+# -------------------------------------------------------------------------------------------- execution
+
+
+class CellProgress:
+    """nbclient hooks that print one line per code cell as it starts, so a batch run shows where it is."""
+
+    def __init__(self, label: str, name: str, t0: float):
+        self.label, self.name, self.t0 = label, name, t0
+        self.order: dict[int, int] = {}
+
+    def on_notebook_start(self, notebook: Any, **_: Any) -> None:
+        """Number the code cells that will run (nbclient skips empty ones), counting Papermill's parameters."""
+        runs = [i for i, c in enumerate(notebook.cells) if c.cell_type == "code" and c.source.strip()
+                and "skip-execution" not in c.metadata.get("tags", [])]  # fmt: skip
+        self.order = {i: k for k, i in enumerate(runs, 1)}
+
+    def on_cell_execute(self, cell: Any, cell_index: int, **_: Any) -> None:
+        k = self.order.get(cell_index, "?")
+        print(f"[{self.label}] {self.name} cell {k}/{len(self.order)} · {time.time() - self.t0:.0f} s elapsed",
+              flush=True)  # fmt: skip
+
+
+def kernel_config() -> TraitletsConfig:
+    """Kernel-manager settings for the notebooks' kernels: CurveZMQ keys from the manager (where pyzmq has
+    CurveZMQ and the kernelspec declares it, as ipykernel's does), so the kernel does not run over TCP
+    unencrypted (and does not warn that it does)."""
+    import zmq
+    from traitlets.config import Config as TraitletsConfig
+
+    c = TraitletsConfig()
+    if zmq.has("curve"):
+        c.KernelManager.transport_encryption = "auto"
+    return c
+
+
+def copies(out_dir: Path, path: Path) -> tuple[Path, Path, Path]:
+    """(final, while running, failed) paths of a notebook's executed copy."""
+    stem = path.stem
+    return out_dir / path.name, out_dir / f"{stem}.running.ipynb", out_dir / f"{stem}.failed.ipynb"
+
+
+def run_notebook(path: Path, profile: str, params: dict, timeout: int, out_dir: Path, label: str | None = None,
+                 t0: float | None = None) -> Path:  # fmt: skip
+    """Execute one notebook into a temporary copy beside the executed one and rename it into place only if it
+    passed; a failed copy becomes `NN_name.failed.ipynb` and the good copy stays. Returns the executed copy."""
+    import papermill
+    from papermill.exceptions import PapermillExecutionError
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    out, running, failed = copies(out_dir, path)
+    progress = CellProgress(label or profile, path.name, time.time() if t0 is None else t0)
+    try:
+        papermill.execute_notebook(
+            str(path),
+            str(running),
+            parameters={"profile": profile, **params},
+            kernel_name="python3",
+            cwd=str(path.parent),
+            execution_timeout=timeout,
+            progress_bar=False,
+            log_output=False,
+            coalesce_streams=True,
+            on_notebook_start=progress.on_notebook_start,
+            on_cell_execute=progress.on_cell_execute,
+            config=kernel_config(),
+        )
+    except BaseException as e:
+        if running.exists():
+            running.replace(failed)
+        else:  # nothing was written: a failed copy from an earlier run must not pass for this one's
+            failed.unlink(missing_ok=True)
+        kept = f"; the last good copy {out.name} is kept" if out.exists() else ""
+        if isinstance(e, PapermillExecutionError):
+            raise RunError(f"{path.name} failed in cell {e.exec_count} ({e.ename}: {e.evalue}); "
+                           f"the executed copy with the traceback is {failed}{kept}") from e  # fmt: skip
+        if isinstance(e, Exception):
+            where = f"; what ran is in {failed}" if failed.exists() else ""
+            raise RunError(f"{path.name} failed ({type(e).__name__}: {e}){where}{kept}") from e
+        raise
+    running.replace(out)
+    failed.unlink(missing_ok=True)
+    return out
+
+
+def set_aside(cfg: Config) -> Path | None:
+    """Move the series' results folder to `<results root>/.previous-<name>-<time>/` (`--fresh`); None when there
+    is none. The bare series keeps its per-environment series' folders in place (they are series of their own)."""
+    folder = profile_dir(cfg.results_name)
+    if not folder.exists():
+        return None
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    base = results_root() / f".previous-{cfg.results_name.replace('/', '-')}-{stamp}"
+    previous, n = base, 1
+    while previous.exists():
+        n += 1
+        previous = base.with_name(f"{base.name}-{n}")
+    folder.replace(previous)
+    if cfg.series is None:
+        from helpers.envs import available
+
+        keep = [previous / env for env in available() if (previous / env).is_dir()]
+        if keep:
+            folder.mkdir(parents=True)
+            for d in keep:
+                d.replace(folder / d.name)
+    return previous
+
+
 def run_series(cfg: Config, paths: list[Path], profile: str, params: dict) -> bool:
     """Run one series' notebooks in order, stopping at the first failure; `run.json` records what ran."""
-    out_dir = profile_dir(cfg.results_name) / "executed"
+    label = cfg.results_name
+    out_dir = profile_dir(label) / "executed"
     out_dir.mkdir(parents=True, exist_ok=True)
     log: list[dict] = []
     skipped = [p.name for p in notebooks() if p.name[:2] in cfg.run.skip and p not in paths]
     if skipped:
-        print(f"[{cfg.results_name}] left out (run.skip): {', '.join(skipped)}", flush=True)
+        print(f"[{label}] left out (run.skip): {', '.join(skipped)}", flush=True)
     ok = True
     for path in paths:
         t0 = time.time()
-        print(f"[{cfg.results_name}] {path.name} ...", flush=True)
+        print(f"[{label}] {path.name} ...", flush=True)
+        final, _, failed = copies(out_dir, path)
         try:
-            out = run_notebook(path, profile, params, cfg.run.cell_timeout, out_dir)
+            out = run_notebook(path, profile, params, cfg.run.cell_timeout, out_dir, label, t0)
         except RunError as e:
-            log.append(
-                {"notebook": path.name, "seconds": round(time.time() - t0, 1), "ok": False, "error": str(e)}
-            )
-            print(f"error: [{cfg.results_name}] {e}", file=sys.stderr, flush=True)
+            log.append({"notebook": path.name, "seconds": round(time.time() - t0, 1), "ok": False, "error": str(e),
+                        "failed_copy": failed.name if failed.exists() else None,
+                        "kept_copy": final.name if final.exists() else None})  # fmt: skip
+            print(f"error: [{label}] {e}", file=sys.stderr, flush=True)
             ok = False
             break
-        log.append({"notebook": path.name, "seconds": round(time.time() - t0, 1), "ok": True})
-        print(f"[{cfg.results_name}] {path.name} done in {time.time() - t0:.0f} s -> {out}", flush=True)
+        log.append(
+            {"notebook": path.name, "seconds": round(time.time() - t0, 1), "ok": True, "copy": out.name}
+        )
+        print(f"[{label}] {path.name} done in {time.time() - t0:.0f} s -> {out}", flush=True)
     total = sum(r["seconds"] for r in log)
-    write_atomic(out_dir / "run.json", json.dumps({"series": cfg.results_name, "notebooks": log,
+    write_atomic(out_dir / "run.json", json.dumps({"series": label, "notebooks": log,
                                                    "seconds": round(total, 1), "ok": ok}, indent=2) + "\n")  # fmt: skip
-    print(f"[{cfg.results_name}] {'done' if ok else 'FAILED'} in {total:.0f} s", flush=True)
+    print(f"[{label}] {'done' if ok else 'FAILED'} in {total:.0f} s", flush=True)
     return ok
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m helpers.run", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--profile", default="cpu", help="profile in configs/ (smoke, cpu, gpu, paper)")
-    parser.add_argument("--only", help="run only the notebook with this number (e.g. 03)")
-    parser.add_argument("--from", dest="start", help="run this notebook and every later one")
-    parser.add_argument("--env", help="the per-environment series: frozenlake, deepcoder, bfcl, intercode_sql, "
-                                      "a comma list of them, or all (results in results/<profile>/<env>/)")  # fmt: skip
-    parser.add_argument("-p", "--param", action="append", default=[], help="notebook parameter name=value")
-    args = parser.parse_args(argv)
+def execute(plan: Plan) -> list[str]:
+    """Run every series of `plan` (with `--fresh`, each from scratch); returns the names of those that failed."""
+    os.environ["KIT_BATCH"] = "1"
+    failed = []
+    for s in plan.series:
+        name = s.cfg.results_name
+        previous = set_aside(s.cfg) if plan.fresh else None
+        if previous is not None:
+            print(f"[{name}] --fresh: the previous results are set aside in {previous}", flush=True)
+        ok = False
+        try:
+            ok = run_series(s.cfg, s.paths, plan.profile, s.params)
+        finally:
+            if previous is not None and ok:
+                shutil.rmtree(previous)
+                print(f"[{name}] --fresh: every notebook passed; removed {previous}", flush=True)
+            elif previous is not None:
+                print(
+                    f"error: [{name}] the previous results are kept in {previous}",
+                    file=sys.stderr,
+                    flush=True,
+                )
+        if not ok:
+            failed.append(name)
+    return failed
 
+
+def main(argv: list[str] | None = None) -> int:
+    """The command line: check everything first (exit 1 naming the problem), then run; exit 1 if a series failed."""
     try:
-        params = dict(parse_param(p) for p in args.param)
-        chosen = select(notebooks(), args.only, args.start)
-        plan = []
-        for env in environments(args.env):  # check every series and notebook before running any
-            p = series_params(params, env)
-            cfg = load(args.profile, **p.get("overrides", {}))
-            paths = planned(cfg, chosen, args.only)
-            for path in paths:
-                check_parameters(path, {"profile": args.profile, **p})
-            plan.append((cfg, paths, p))
-    except (RunError, ValueError) as e:
+        plan = make_plan(argv)
+    except (RunError, ConfigError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    os.environ["KIT_BATCH"] = "1"
-    failed = [cfg.results_name for cfg, paths, p in plan if not run_series(cfg, paths, args.profile, p)]
-    if len(plan) > 1:
-        print(f"series: {len(plan) - len(failed)} of {len(plan)} passed" + (f"; failed: {', '.join(failed)}"
-              if failed else ""), flush=True)  # fmt: skip
+    failed = execute(plan)
+    if len(plan.series) > 1:
+        print(f"series: {len(plan.series) - len(failed)} of {len(plan.series)} passed" + (f"; failed: "
+              f"{', '.join(failed)}" if failed else ""), flush=True)  # fmt: skip
     return 1 if failed else 0
 
 

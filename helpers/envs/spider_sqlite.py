@@ -12,11 +12,12 @@ into one SQLite file per database:
 - each `INSERT ... VALUES (...),(...)` is tokenised (MySQL string escapes such as `\\'` and `\\n` decoded) and
   the rows are inserted with bound parameters, so no MySQL literal syntax reaches SQLite.
 
-The files are written once into a cache folder (`$KIT_CACHE/spider_sqlite/`, default `results/_cache/` under the
-repository root, never inside site-packages). Two checksums guard them: the SHA-256 of each database's *content*
-(schema text and every row in rowid order; independent of the SQLite version that wrote the file) is bundled in
-`data/sql_spider_checksums.json` and checked when the files are built; the SHA-256 of each *file* is written to the
-cache's manifest and checked whenever the cache is used, so a changed file is rebuilt, never trusted.
+The files are written once into a cache folder: `$KIT_CACHE/spider_sqlite/`, by default `_cache/spider_sqlite/` in
+the results root (`$KIT_RESULTS`, else `results/` in the repository; `helpers.store.results_root`). Two checksums
+guard them: the SHA-256 of each database's *content* (schema text and every row in rowid order; independent of the
+SQLite version that wrote the file) is bundled in `data/sql_spider_checksums.json` and checked when the files are
+built; the SHA-256 of each *file* is written to the cache's manifest and checked whenever the cache is used, so a
+changed file is rebuilt, never trusted.
 """
 
 from __future__ import annotations
@@ -74,17 +75,13 @@ def intercode_file(*relpath: str) -> Path:
     return path
 
 
-def repo_root() -> Path:
-    """The kit's checkout (the folder holding pyproject.toml); the working directory if the package was
-    installed elsewhere, so caches never land inside site-packages."""
-    root = Path(__file__).resolve().parents[2]
-    return root if (root / "pyproject.toml").is_file() else Path.cwd()
-
-
 def cache_root() -> Path:
-    """Where the kit caches derived data: $KIT_CACHE if set, else results/_cache under the repository root."""
+    """Where the kit caches derived data: $KIT_CACHE if set, else `_cache/` in the results root ($KIT_RESULTS or
+    the repository's results/), so a run pointed elsewhere never writes into the checkout."""
+    from helpers.store import results_root
+
     env = os.environ.get("KIT_CACHE")
-    return Path(env).expanduser().resolve() if env else repo_root() / "results" / "_cache"
+    return Path(env).expanduser().resolve() if env else (results_root() / "_cache").resolve()
 
 
 def sha256_file(path: Path) -> str:

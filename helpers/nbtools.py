@@ -72,8 +72,11 @@ def run_all(path: Path, timeout: int = 600) -> tuple[nbformat.NotebookNode, list
     def done(cell, cell_index, **_):
         times.append({"cell": cell_index, "seconds": time.perf_counter() - started[cell_index]})
 
+    from helpers.run import kernel_config  # CurveZMQ keys, as JupyterLab gets with transport_encryption=auto
+
     client = NotebookClient(nb, timeout=timeout, kernel_name="python3", on_cell_execute=start,
-                            on_cell_executed=done, resources={"metadata": {"path": str(Path(path).parent)}})  # fmt: skip
+                            on_cell_executed=done, resources={"metadata": {"path": str(Path(path).parent)}},
+                            config=kernel_config())  # fmt: skip
     client.execute()
     return nb, times
 

@@ -3,13 +3,19 @@ save it through `helpers.store.Run.save_figure` (PNG and PDF, byte-stable)."""
 
 from __future__ import annotations
 
+import itertools
+
 import matplotlib
 
 if matplotlib.get_backend().lower() == "agg" or not matplotlib.get_backend():
     matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
 import seaborn as sns
+from matplotlib.ticker import FuncFormatter, NullLocator
+
+from helpers import metrics
 
 sns.set_theme(style="whitegrid", context="notebook")
 PALETTE = {
@@ -23,6 +29,65 @@ PALETTE = {
     "ppo": "#8c564b",
     "oracle_q": "#17becf",
 }
+
+
+# ------------------------------------------------------------------------------------------ numbers, tables
+
+
+def number(x: float, digits: int = 3) -> str:
+    """`x` in fixed point with `digits` decimals: never e-notation, and a value that rounds to zero prints as 0
+    (not -0); NaN prints as NaN."""
+    if x is None or (isinstance(x, float) and np.isnan(x)):
+        return "NaN"
+    s = f"{float(x):.{digits}f}"
+    return s.lstrip("-") if float(s) == 0 else s
+
+
+def _cell(x: object, digits: int) -> object:
+    """A table cell for display: floats (also inside lists and tuples) through `number`, the rest as it is."""
+    if isinstance(x, bool | np.bool_ | int | np.integer):
+        return x
+    if isinstance(x, float | np.floating):
+        return number(float(x), digits)
+    if isinstance(x, list | tuple | np.ndarray):
+        return "[" + ", ".join(str(_cell(v, digits)) for v in x) + "]"
+    return x
+
+
+def _labels(index: pd.Index, digits: int) -> pd.Index:
+    """Float index levels rounded to `digits` (other levels unchanged)."""
+    if isinstance(index, pd.MultiIndex):
+        arrays = [index.get_level_values(i) for i in range(index.nlevels)]
+        return pd.MultiIndex.from_arrays(
+            [a.round(digits) if a.dtype.kind == "f" else a for a in arrays], names=index.names
+        )
+    return index.round(digits) if index.dtype.kind == "f" else index
+
+
+def table(data: pd.DataFrame | pd.Series, digits: int = 3) -> pd.DataFrame:
+    """A table for display in a notebook: every float in fixed point with `digits` decimals (no e-notation such as
+    6.950000e-01, no -0.000), floats in list cells too, float index and column labels rounded to at least 3
+    decimals; integers, booleans and text unchanged. The values become text: use it for the last expression of a
+    cell, not for further computation."""
+    df = data.to_frame() if isinstance(data, pd.Series) else data
+    cols = []
+    for i in range(df.shape[1]):
+        col = df.iloc[:, i]
+        if col.dtype.kind in "fO":
+            col = pd.Series([_cell(v, digits) for v in col], index=df.index, name=col.name, dtype=object)
+        cols.append(col)
+    out = pd.concat(cols, axis=1) if cols else df.copy()
+    out.columns = _labels(df.columns, max(digits, 3))
+    out.index = _labels(df.index, max(digits, 3))
+    return out
+
+
+def interval_note(ci: float, over: str) -> str:
+    """How an interval was made, for a legend or title: '95% bootstrap interval over <over>'."""
+    return f"{ci:.0%} bootstrap interval over {over}"
+
+
+# ------------------------------------------------------------------------------------------------- figures
 
 
 def upper_bound(df: pd.DataFrame, t_max: int) -> plt.Figure:
@@ -74,30 +139,96 @@ def testbed(curve: pd.DataFrame, t_max: int) -> plt.Figure:
     return fig
 
 
+def _units_column(frames: list[pd.DataFrame], col: str) -> str | None:
+    """The per-unit column behind a logged metric (`eval_success` -> `eval_success_by_task`, `r_single` ->
+    `r_single_by_state`), if every run logged it."""
+    for suffix in ("_by_task", "_by_state"):
+        if all(f"{col}{suffix}" in m for m in frames):
+            return f"{col}{suffix}"
+    return None
+
+
+def _unit_values(v: object) -> np.ndarray:
+    """A logged list of per-unit values as floats (None -> NaN); empty for a missing entry."""
+    if v is None or (isinstance(v, float) and np.isnan(v)):
+        return np.zeros(0)
+    return np.array([np.nan if x is None else x for x in v], dtype=float)
+
+
+def step_intervals(
+    by_seed: dict[int, pd.DataFrame], col: str, n_boot: int = 1000, ci: float = 0.95, seed: int = 0
+) -> pd.DataFrame | None:
+    """Per RL step: the mean over seeds and units (maps or pool states) of a logged metric, with a percentile
+    interval that resamples seeds and units (`metrics.crossed_bootstrap` when every seed scored the same units,
+    else `metrics.nested_bootstrap`), from the metric's per-unit column. None if the runs did not log one.
+    Columns step, mean, low, high, n_seeds, n_units; and one column per seed (its mean over units)."""
+    frames = list(by_seed.values())
+    units = _units_column(frames, col)
+    if units is None:
+        return None
+    per_step: dict[int, dict[int, np.ndarray]] = {}
+    for s, m in by_seed.items():
+        for step, v in zip(m["step"], m[units], strict=True):
+            arr = _unit_values(v)
+            if arr.size and not np.all(np.isnan(arr)):
+                per_step.setdefault(int(step), {})[s] = arr
+    rows = []
+    for step, arrs in sorted(per_step.items()):
+        values = list(arrs.values())
+        if len({a.size for a in values}) == 1:
+            point, low, high = metrics.crossed_bootstrap(
+                {"m": np.vstack(values)}, lambda m: m["m"], n_boot, ci, seed
+            )
+        else:
+            point, low, high = metrics.nested_bootstrap([a[~np.isnan(a)] for a in values], n_boot=n_boot, ci=ci,
+                                                        seed=seed)  # fmt: skip
+        rows.append({"step": step, "mean": point, "low": low, "high": high, "n_seeds": len(values),
+                     "n_units": max(a.size for a in values), **{s: float(np.nanmean(a)) for s, a in arrs.items()}})  # fmt: skip
+    return pd.DataFrame(rows) if rows else None
+
+
 def seed_curves(
-    runs: dict[str, dict[int, pd.DataFrame]], columns: dict[str, str], title: str = ""
-) -> plt.Figure:
-    """One panel per metric column against the RL step: per method the mean over RL seeds (line) and the
-    range of the seeds (band), each seed a thin line. `runs[method][seed]` is that run's metrics table."""
-    fig, axes = plt.subplots(1, len(columns), figsize=(4.2 * len(columns), 3.4), squeeze=False)
+    runs: dict[str, dict[int, pd.DataFrame]], columns: dict[str, str], title: str = "",
+    n_boot: int = 1000, ci: float = 0.95, seed: int = 0,
+) -> plt.Figure:  # fmt: skip
+    """One panel per metric column against the RL step: per method each seed as a thin line, the mean over RL
+    seeds (thick line) and a band. `runs[method][seed]` is that run's metrics log. Where the log holds the metric
+    per map or pool state (`<col>_by_task`, `<col>_by_state`) the mean is over seeds and units and the band a
+    bootstrap interval over both (`step_intervals`); otherwise the band is the range of the seeds."""
+    fig, axes = plt.subplots(1, len(columns), figsize=(4.2 * len(columns), 3.6), squeeze=False)
     for ax, (col, label) in zip(axes[0], columns.items(), strict=True):
+        bands: set[str] = set()
         for method, by_seed in runs.items():
             c = _color(method)
+            n = len(by_seed)
+            name = f"{method} ({n} seed{'s' if n != 1 else ''})"
+            iv = step_intervals(by_seed, col, n_boot, ci, seed)
+            if iv is not None:
+                for k in by_seed:
+                    if k in iv:
+                        ax.plot(iv["step"], iv[k], color=c, lw=0.6, alpha=0.35)
+                ax.plot(iv["step"], iv["mean"], marker="o", ms=3, color=c, label=name)
+                ax.fill_between(iv["step"], iv["low"], iv["high"], color=c, alpha=0.15)
+                units = (
+                    "maps"
+                    if _units_column(list(by_seed.values()), col).endswith("_by_task")
+                    else "pool states"
+                )
+                bands.add(f"{ci:.0%} bootstrap interval, {'seeds × ' if n > 1 else ''}{units}")
+                continue
             frames = [m.dropna(subset=[col])[["step", col]].set_index("step")[col] for m in by_seed.values()]
             wide = pd.concat(frames, axis=1)
             for k in wide.columns:
                 ax.plot(wide.index, wide[k], color=c, lw=0.6, alpha=0.35)
-            ax.plot(
-                wide.index,
-                wide.mean(axis=1),
-                marker="o",
-                ms=3,
-                color=c,
-                label=f"{method} (mean of {wide.shape[1]})",
-            )
+            ax.plot(wide.index, wide.mean(axis=1), marker="o", ms=3, color=c, label=name)
             ax.fill_between(wide.index, wide.min(axis=1), wide.max(axis=1), color=c, alpha=0.12)
+            bands.add("range of the seeds")
         ax.set(xlabel="RL step", ylabel=label)
-    axes[0, 0].legend(frameon=False, fontsize=8)
+        ax.set_title("band: " + "; ".join(sorted(bands)), fontsize=8)
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    handles.append(plt.Line2D([], [], color="#999999", lw=0.6))
+    labels.append("thin lines: single seeds")
+    axes[0, 0].legend(handles, labels, frameon=False, fontsize=7)
     if title:
         fig.suptitle(title)
     fig.tight_layout()
@@ -134,12 +265,22 @@ def compare_curves(runs: dict[str, pd.DataFrame], column: str, ylabel: str) -> p
     return fig
 
 
-def budget_bars(table: pd.DataFrame, upper: dict | None = None) -> plt.Figure:
+def _seeds_tasks(table: pd.DataFrame) -> str:
+    """What a method_summary interval resampled: 'RL seeds × N tasks' (tasks only where every method has one
+    seed)."""
+    tasks = f"{int(table['n_tasks'].max())} tasks" if "n_tasks" in table else "tasks"
+    if "n_seeds" in table and int(table["n_seeds"].max()) > 1:
+        return f"RL seeds × {tasks}"
+    return f"{tasks} (one RL seed per method)" if "n_seeds" in table else tasks
+
+
+def budget_bars(table: pd.DataFrame, upper: dict | None = None, ci: float = 0.95) -> plt.Figure:
     """Grouped bars: success per budget (fraction of T_max) per model, with confidence intervals.
 
-    `table` has columns model, fraction, budget, success, low, high.
+    `table` has columns model, fraction, budget, success, low, high (and n_seeds, n_tasks from
+    `metrics.method_summary`: the legend and title say what the error bars resampled).
     """
-    fig, ax = plt.subplots(figsize=(7, 3.6))
+    fig, ax = plt.subplots(figsize=(7, 3.8))
     order = list(PALETTE)
     names = sorted(dict.fromkeys(table["model"]), key=lambda n: order.index(n) if n in order else len(order))
     fracs = sorted(table["fraction"].unique())
@@ -147,7 +288,9 @@ def budget_bars(table: pd.DataFrame, upper: dict | None = None) -> plt.Figure:
     for i, name in enumerate(names):
         d = table[table["model"] == name].set_index("fraction").loc[fracs]
         x = [j + (i - (len(names) - 1) / 2) * width for j in range(len(fracs))]
-        ax.bar(x, d["success"], width, label=name, color=_color(name),
+        n = int(d["n_seeds"].iloc[0]) if "n_seeds" in d else 1
+        label = f"{name} ({n} seeds)" if n > 1 else name
+        ax.bar(x, d["success"], width, label=label, color=_color(name),
                yerr=[d["success"] - d["low"], d["high"] - d["success"]], capsize=3)  # fmt: skip
     if upper:
         ax.scatter(range(len(fracs)), [upper[f] for f in fracs], marker="_", s=600, color="k", zorder=3,
@@ -155,44 +298,61 @@ def budget_bars(table: pd.DataFrame, upper: dict | None = None) -> plt.Figure:
     budgets = table.drop_duplicates("fraction").set_index("fraction").loc[fracs, "budget"]
     ax.set_xticks(range(len(fracs)), [f"{f:.0%}\n(T={b})" for f, b in zip(fracs, budgets, strict=True)])
     ax.set(xlabel="turn budget (fraction of T_max)", ylabel="success rate", ylim=(0, 1.05))
+    ax.set_title(f"error bars: {interval_note(ci, _seeds_tasks(table))}", fontsize=9)
     ax.legend(frameon=False, fontsize=8, ncol=2)
     return fig
 
 
-def pass_at_k_curves(table: pd.DataFrame, upper: dict | None = None) -> plt.Figure:
-    """Pass@K against K, one panel per budget T, one line per model (long table from metrics.pass_at_kt), with
-    the structural upper bound of Pass@(K, T) as a dashed line: `upper[T][K]`, what K tries of the best policy
-    reach."""
+def _log2_k_axis(ax: plt.Axes, ks: list[int]) -> None:
+    """K on a log2 axis, ticked at the plotted K that are powers of two (and the largest), as plain integers."""
+    ks = sorted({int(k) for k in ks})
+    ticks = [k for k in ks if k & (k - 1) == 0]
+    if ks and ks[-1] not in ticks:
+        ticks.append(ks[-1])
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(ticks, [str(k) for k in ticks])
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_xlim(ks[0] / 1.25, ks[-1] * 1.25)
+
+
+def pass_at_k_curves(table: pd.DataFrame, upper: dict | None = None, ci: float = 0.95) -> plt.Figure:
+    """Pass@K against K (log2 axis), one panel per budget T, one line per model, with its interval as a band where
+    `table` has columns low and high (`metrics.method_summary` per K: over RL seeds and tasks), and the structural
+    upper bound of Pass@(K, T) as a dashed line: `upper[T][K]`, what K tries of the best policy reach."""
     Ts = sorted(table["T"].unique())
     cols = min(4, len(Ts))
     rows = -(-len(Ts) // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 2.8 * rows), sharey=True, squeeze=False)
+    fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 2.8 * rows + 0.5), sharey=True, squeeze=False)
+    has_band = {"low", "high"} <= set(table.columns)
     for ax, T in zip(axes.flat, Ts, strict=False):
-        d = table[table["T"] == T]
+        d = table[table["T"] == T].sort_values("K")
         for name, g in d.groupby("model", sort=False):
             ax.plot(g["K"], g["pass"], label=name, color=_color(name))
+            if has_band:
+                ax.fill_between(g["K"], g["low"], g["high"], color=_color(name), alpha=0.15, lw=0)
         if upper and upper.get(T):
             ks = sorted(upper[T])
-            ax.plot(ks, [upper[T][K] for K in ks], color="k", ls="--", lw=0.8, label="upper bound")
-        k_max = int(d["K"].max())
-        ticks = [K for K in (1, 2, 4, 8, 16, 32, 64) if k_max >= K]
-        ax.set(title=f"T = {T}", xscale="log", xlabel="K", ylim=(0, 1.02))
-        ax.set_xticks(ticks, [str(K) for K in ticks])
-        ax.minorticks_off()
+            ax.plot(ks, [upper[T][K] for K in ks], color="k", ls="--", lw=0.8, label="structural upper bound")
+        _log2_k_axis(ax, list(d["K"]))
+        ax.set(title=f"T = {T}", xlabel="K", ylim=(0, 1.02))
     for ax in axes.flat[len(Ts) :]:
         ax.axis("off")
     axes[0, 0].set_ylabel("Pass@(K, T)")
-    axes[0, 0].legend(frameon=False, fontsize=8)
+    axes[0, 0].legend(frameon=False, fontsize=7)
+    if has_band:
+        fig.suptitle(f"Pass@(K, T); bands: {interval_note(ci, _seeds_tasks(table))}", fontsize=10)
     fig.tight_layout()
     return fig
 
 
-def pass_at_t_curves(table: pd.DataFrame, upper: dict | None = None, k: int = 8) -> plt.Figure:
+def pass_at_t_curves(
+    table: pd.DataFrame, upper: dict | None = None, k: int = 8, ci: float = 0.95
+) -> plt.Figure:
     """Pass@T = Pass@(K=k, T) against T per model, with bootstrap intervals and the structural upper bound.
 
-    `table` has columns model, T, pass, low, high.
+    `table` has columns model, T, pass, low, high (and n_seeds, n_tasks from `metrics.method_summary`).
     """
-    fig, ax = plt.subplots(figsize=(5.5, 3.6))
+    fig, ax = plt.subplots(figsize=(5.5, 3.8))
     for name, g in table.groupby("model", sort=False):
         ax.plot(g["T"], g["pass"], marker="o", label=name, color=_color(name))
         ax.fill_between(g["T"], g["low"], g["high"], alpha=0.15, color=_color(name))
@@ -200,16 +360,26 @@ def pass_at_t_curves(table: pd.DataFrame, upper: dict | None = None, k: int = 8)
         Ts = sorted(upper)
         ax.plot(Ts, [upper[T] for T in Ts], "k--", lw=1, label="structural upper bound")
     ax.set(xlabel="turn budget T", ylabel=f"Pass@(K={k}, T)", ylim=(0, 1.02))
+    ax.set_title(f"bands: {interval_note(ci, _seeds_tasks(table))}", fontsize=9)
     ax.legend(frameon=False, fontsize=8)
     return fig
 
 
-def gap_heatmap(diff: pd.DataFrame, title: str) -> plt.Figure:
-    """RL minus base over (K, T), in percentage points (rows T, columns K)."""
+def gap_heatmap(diff: pd.DataFrame, title: str, significant: pd.DataFrame | None = None, ci: float = 0.95
+                ) -> plt.Figure:  # fmt: skip
+    """RL minus base over (K, T), in percentage points (rows T, columns K). Annotations are whole points, a value
+    that rounds to zero printed as 0; with `significant` (a boolean frame of the same shape: the difference's
+    interval excludes 0) those cells are starred and the title says so."""
     fig, ax = plt.subplots(figsize=(7, 3.8))
-    lim = max(1.0, float(abs(diff.to_numpy()).max()))
-    sns.heatmap(diff, ax=ax, cmap="RdBu", center=0, vmin=-lim, vmax=lim, annot=diff.shape[1] <= 16, fmt=".0f",
-                cbar_kws={"label": "points"})  # fmt: skip
+    lim = max(1.0, float(np.nanmax(np.abs(diff.to_numpy()))) if diff.size else 1.0)
+    annot = diff.shape[1] <= 16
+    labels = diff.map(lambda v: number(v, 0))
+    if significant is not None:
+        star = significant.reindex(index=diff.index, columns=diff.columns).fillna(False).astype(bool)
+        labels = labels.where(~star, labels + "*")
+        title = f"{title}\n* {ci:.0%} interval (RL seeds × tasks) excludes 0"
+    sns.heatmap(diff, ax=ax, cmap="RdBu", center=0, vmin=-lim, vmax=lim, annot=labels.to_numpy() if annot else False,
+                fmt="", annot_kws={"fontsize": 8}, cbar_kws={"label": "points"})  # fmt: skip
     ax.set(title=title, xlabel="K (trajectories sampled)", ylabel="T (turn budget)")
     ax.invert_yaxis()
     return fig
@@ -218,34 +388,70 @@ def gap_heatmap(diff: pd.DataFrame, title: str) -> plt.Figure:
 def quality_distributions(
     per_state: pd.DataFrame, names: tuple[str, ...] = ("base", "sharp", "rl")
 ) -> plt.Figure:
-    """Per-state mean step quality of each policy (left) and RL minus base / RL minus sharpened base (right)."""
+    """Per-state mean step quality of each policy (left) and RL minus base / RL minus sharpened base (right); the
+    legends give the number of states."""
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.4))
     bins = [i / 20 for i in range(21)]
+    n = f"n = {len(per_state)} live states"
+    if "rl_seed" in per_state:
+        n += f" ({per_state['rl_seed'].nunique()} RL seeds pooled)"
     for name in names:
         if name in per_state:
             ax1.hist(per_state[name], bins=bins, alpha=0.45, label=name, color=_color(name))
-    ax1.set(xlabel="mean step quality at the state (normalised Q*)", ylabel="states")
+    ax1.set(xlabel="mean step quality at the state (normalised Q*)", ylabel="states", title=n)
     ax1.legend(frameon=False)
     for other in ("base", "sharp"):
         if other in per_state:
             ax2.hist(per_state["rl"] - per_state[other], bins=41, alpha=0.5, color=_color(other),
                      label=f"RL minus {other}")  # fmt: skip
     ax2.axvline(0, color="k", lw=0.8)
-    ax2.set(xlabel="difference of mean quality", ylabel="states")
+    ax2.set(xlabel="difference of mean quality", ylabel="states", title=n)
     ax2.legend(frameon=False, fontsize=8)
     fig.tight_layout()
     return fig
 
 
-def win_rate_by_depth(depth: pd.DataFrame, a: str = "rl", b: str = "base") -> plt.Figure:
+def depth_win_intervals(
+    per_state: pd.DataFrame, bins: list[float], a: str = "rl", b: str = "base",
+    n_boot: int = 1000, ci: float = 0.95, seed: int = 0,
+) -> pd.DataFrame:  # fmt: skip
+    """Per bin of normalised depth (the bins and labels of `probing.by_depth`): the fraction of live states where
+    `a` beats `b`, mean over RL seeds (column `rl_seed`), with a seeds-then-states interval
+    (`metrics.nested_bootstrap`). Columns depth_bin, better, low, high."""
+    from helpers.probing import wins
+
+    labels = [f"[{lo:.2f}, {hi:.2f})" for lo, hi in itertools.pairwise(bins)]
+    binned = pd.cut(per_state["depth"], bins=bins, labels=labels, right=False, include_lowest=True)
+    rows = []
+    for label, g in per_state.groupby(binned, observed=True):
+        seeds = g.groupby("rl_seed") if "rl_seed" in g else [(0, g)]
+        per_seed = [w for _, s in seeds if (w := wins(s, a, b)).size]
+        if per_seed:
+            point, low, high = metrics.nested_bootstrap(per_seed, n_boot=n_boot, ci=ci, seed=seed)
+            rows.append({"depth_bin": str(label), "better": point, "low": low, "high": high})
+    return pd.DataFrame(rows, columns=["depth_bin", "better", "low", "high"])
+
+
+def win_rate_by_depth(
+    depth: pd.DataFrame,
+    a: str = "rl",
+    b: str = "base",
+    intervals: pd.DataFrame | None = None,
+    ci: float = 0.95,
+) -> plt.Figure:
     """Stacked fractions of live states where `a` is better / tied / worse than `b`, per bin of normalised depth
-    d_t, with the number of live (and dead) states under each bar."""
-    fig, ax = plt.subplots(figsize=(6, 3.4))
+    d_t, with the number of live (and dead) states under each bar; with `intervals` (`depth_win_intervals`) an
+    error bar on the fraction where `a` is better."""
+    fig, ax = plt.subplots(figsize=(6, 3.6))
     x = range(len(depth))
     ax.bar(x, depth[f"{a}_better"], color=PALETTE["grpo"], label=f"{a} better")
     ax.bar(x, depth["tie"], bottom=depth[f"{a}_better"], color="#dddddd", label="tie")
     ax.bar(x, depth[f"{b}_better"], bottom=depth[f"{a}_better"] + depth["tie"], color=PALETTE["base"],
            label=f"{b} better")  # fmt: skip
+    if intervals is not None and len(intervals):
+        iv = intervals.set_index("depth_bin").reindex(depth["depth_bin"])
+        ax.errorbar(list(x), iv["better"], yerr=[iv["better"] - iv["low"], iv["high"] - iv["better"]], fmt="o",
+                    ms=3, color="k", capsize=4, label=f"{a} better: mean over seeds,\n{ci:.0%} interval (seeds, states)")  # fmt: skip
     labels = [
         f"{d}\nn={n} (+{k} dead)"
         for d, n, k in zip(depth["depth_bin"], depth["n_live"], depth["n_dead"], strict=True)
@@ -256,56 +462,134 @@ def win_rate_by_depth(depth: pd.DataFrame, a: str = "rl", b: str = "base") -> pl
     return fig
 
 
-def error_recovery(superior: dict, continuation: pd.DataFrame) -> plt.Figure:
+def error_recovery(superior: dict, continuation: pd.DataFrame, ci: float = 0.95) -> plt.Figure:
     """Left: at error states, how often RL's next action beats the base's and the sharpened base's (mean over
     seeds, interval over seeds and states). Right: continuation success per policy with its interval, beside the
-    structural upper bound of the same states."""
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9.5, 3.4))
+    structural upper bound of the same states. Titles give the number of states and what the intervals are."""
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9.5, 3.8))
     keys = [k for k in ("rl_vs_base", "rl_vs_sharp", "sharp_vs_base") if k in superior]
     vals = [superior[k]["better"] for k in keys]
     err = [[v - superior[k]["better_ci"][0] for k, v in zip(keys, vals, strict=True)],
            [superior[k]["better_ci"][1] - v for k, v in zip(keys, vals, strict=True)]]  # fmt: skip
     ax1.bar([k.replace("_vs_", " > ") for k in keys], vals, yerr=err, capsize=4, color=PALETTE["grpo"])
-    ax1.set(ylabel="fraction of live error states", ylim=(0, 1), title="next action after an injected error")
+    n_live = sum(superior.get("n_states_per_seed", [])) - sum(superior.get("n_dead_per_seed", []))
+    seeds = superior.get("n_seeds")
+    where = f"n = {n_live} live error states, {seeds} seeds" if seeds else "live error states"
+    ax1.set(ylabel="fraction of live error states", ylim=(0, 1))
+    ax1.set_title(
+        f"next action after an injected error\n{where}; {ci:.0%} interval (seeds, states)", fontsize=9
+    )
     d = continuation.set_index("model")
     ax2.bar(d.index, d["success"], color=[_color(m) for m in d.index],
             yerr=[d["success"] - d["low"], d["high"] - d["success"]], capsize=4)  # fmt: skip
     if "upper_bound" in d:
         ax2.axhline(float(d["upper_bound"].iloc[0]), color="k", ls="--", lw=1, label="upper bound")
         ax2.legend(frameon=False, fontsize=8)
-    ax2.set(
-        ylabel="success from the error state", ylim=(0, 1), title="continuation with the remaining budget"
-    )
+    n = ""
+    if "n_states" in d:
+        n = f"n = {int(d['n_states'].iloc[0])} error states"
+        if "n_continuations" in d:
+            n += f" x {int(d['n_continuations'].iloc[0])} continuations"
+        n += "; "
+    ax2.set(ylabel="success from the error state", ylim=(0, 1))
+    ax2.set_title(f"continuation with the remaining budget\n{n}{ci:.0%} interval (seeds, states)", fontsize=9)
     fig.tight_layout()
     return fig
 
 
-def nll_histograms(nll: pd.DataFrame) -> plt.Figure:
-    """Overlapping histograms of per-token action NLL under the base policy, for RL and base actions."""
-    fig, ax = plt.subplots(figsize=(5.5, 3.4))
-    hi = float(nll["nll_mean"].quantile(0.99)) or 1.0
-    bins = [hi * i / 40 for i in range(41)]
+def nll_histograms(nll: pd.DataFrame, quantile: float = 0.99) -> plt.Figure:
+    """Overlapping histograms of per-token action NLL under the base policy, for RL and base actions. The axis
+    ends at the `quantile` of all values; the values above it are counted in a hatched overflow bin at the right
+    end, and the title and legend say how many there are."""
+    fig, ax = plt.subplots(figsize=(5.8, 3.6))
+    values = nll["nll_mean"].astype(float)
+    hi = float(values.quantile(quantile)) or 1.0
+    w = hi / 40
+    over = values > hi
+    edges = [hi * i / 40 for i in range(41)]
+    if over.any():
+        edges.append(hi + 2 * w)  # the overflow bin
     for name, g in nll.groupby("actions_of"):
-        ax.hist(g["nll_mean"].clip(upper=hi), bins=bins, alpha=0.55, density=True, label=f"{name} actions",
-                color=_color("grpo" if name == "rl" else name))  # fmt: skip
+        v = g["nll_mean"].astype(float).to_numpy()
+        k = int((v > hi).sum())
+        shown = np.where(v > hi, hi + w, np.minimum(v, np.nextafter(hi, 0)))
+        label = f"{name} actions (n={len(v)}" + (f", {k} > {hi:.2f}" if over.any() else "") + ")"
+        _, _, patches = ax.hist(shown, bins=edges, alpha=0.55, density=True, label=label,
+                                color=_color("grpo" if name == "rl" else name))  # fmt: skip
+        if over.any():
+            patches[-1].set(hatch="///", edgecolor="k", linewidth=0.5)
+    if over.any():
+        ticks = [t for t in ax.get_xticks() if 0 <= t <= hi * 0.9]
+        ax.set_xticks([*ticks, hi + w], [f"{t:g}" for t in ticks] + [f"> {hi:.2f}"])
+        ax.axvline(hi, color="k", lw=0.6, ls=":")
+        title = f"{int(over.sum())} of {len(values)} values above {hi:.2f} nats in the hatched overflow bin"
+    else:
+        title = f"all {len(values)} values shown"
+    ax.set_xlim(0, edges[-1])
     ax.set(xlabel="per-token NLL under the base policy (nats)", ylabel="density")
-    ax.legend(frameon=False)
+    ax.set_title(title, fontsize=9)
+    ax.legend(frameon=False, fontsize=8)
     return fig
 
 
-def llr_curves(llr: pd.DataFrame) -> plt.Figure:
-    """Mean cumulative log-likelihood ratio log pi_RL - log pi_base against the turn, per trajectory source."""
-    fig, ax = plt.subplots(figsize=(5.5, 3.4))
-    for name, g in llr.groupby("trajectories_of"):
-        m = g.groupby("turn")["cum_llr"].agg(["mean", "sem", "count"]).reset_index()
-        c = _color("grpo" if name == "rl" else name)
-        ax.plot(m["turn"], m["mean"], marker="o", color=c, label=f"successful {name} trajectories")
-        ax.fill_between(
-            m["turn"], m["mean"] - m["sem"].fillna(0), m["mean"] + m["sem"].fillna(0), alpha=0.2, color=c
+def llr_by_turn(llr: pd.DataFrame, n_boot: int = 1000, ci: float = 0.95, seed: int = 0) -> pd.DataFrame:
+    """Per trajectory source (`trajectories_of`) and turn: the mean cumulative LLR over the trajectories still
+    running at that turn, mean over RL seeds (column `rl_seed`, each seed's RL model scores them), with a
+    seeds-then-trajectories interval (`metrics.nested_bootstrap`), and n, the number of distinct trajectories.
+    Columns trajectories_of, turn, mean, low, high, n."""
+    ids = [c for c in ("model", "trajectory") if c in llr] or ["turn"]
+    rows = []
+    for (name, turn), g in llr.groupby(["trajectories_of", "turn"], sort=True):
+        per_seed = [s["cum_llr"].to_numpy(float) for _, s in g.groupby("rl_seed")] if "rl_seed" in g else [
+            g["cum_llr"].to_numpy(float)]  # fmt: skip
+        point, low, high = metrics.nested_bootstrap(
+            [a for a in per_seed if a.size], n_boot=n_boot, ci=ci, seed=seed
         )
+        n = len(g.drop_duplicates(ids)) if ids != ["turn"] else len(g)
+        rows.append(
+            {"trajectories_of": name, "turn": int(turn), "mean": point, "low": low, "high": high, "n": n}
+        )
+    return pd.DataFrame(rows, columns=["trajectories_of", "turn", "mean", "low", "high", "n"])
+
+
+def llr_curves(
+    llr: pd.DataFrame, n_boot: int = 1000, ci: float = 0.95, seed: int = 0, min_n: int = 10
+) -> plt.Figure:
+    """Mean cumulative log-likelihood ratio log pi_RL - log pi_base against the turn, per trajectory source, over
+    the trajectories still running at each turn (`llr_by_turn`), with its bootstrap interval; below, n per turn.
+    Turns with fewer than `min_n` trajectories are drawn as hollow markers without an interval."""
+    summary = llr_by_turn(llr, n_boot, ci, seed)
+    fig, (ax, axn) = plt.subplots(
+        2, 1, figsize=(5.8, 4.8), sharex=True, gridspec_kw={"height_ratios": [3, 1.2]}
+    )
+    for name, m in summary.groupby("trajectories_of", sort=False):
+        c = _color("grpo" if name == "rl" else name)
+        ok = m["n"] >= min_n
+        ax.plot(m["turn"], m["mean"], color=c, lw=1, ls=":")
+        ax.plot(
+            m.loc[ok, "turn"], m.loc[ok, "mean"], marker="o", color=c, label=f"successful {name} trajectories"
+        )
+        ax.plot(m.loc[~ok, "turn"], m.loc[~ok, "mean"], marker="o", ls="none", mfc="none", color=c)
+        band = m[ok]
+        ax.fill_between(band["turn"], band["low"], band["high"], alpha=0.2, color=c, lw=0)
+        axn.plot(m["turn"], m["n"], marker=".", color=c)
     ax.axhline(0, color="k", lw=0.8)
-    ax.set(xlabel="turn t", ylabel="cumulative log π_RL − log π_base")
-    ax.legend(frameon=False, fontsize=8)
+    ax.plot(
+        [], [], marker="o", ls="none", mfc="none", color="#555555", label=f"n < {min_n}: no interval drawn"
+    )
+    ax.fill_between(
+        [], [], [], color="#999999", alpha=0.3, label=f"band: {interval_note(ci, 'RL seeds, trajectories')}"
+    )
+    ax.set(ylabel="cumulative log π_RL − log π_base")
+    ax.set_title("mean over the trajectories still running at turn t", fontsize=9)
+    ax.legend(frameon=False, fontsize=7)
+    axn.axhline(min_n, color="k", lw=0.6, ls="--")
+    axn.set_yscale("log")
+    axn.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    axn.set(xlabel="turn t", ylabel="n")
+    axn.text(1.0, 1.02, f"trajectories per turn (dashed: {min_n})", transform=axn.transAxes, ha="right",
+             va="bottom", fontsize=7)  # fmt: skip
+    fig.tight_layout()
     return fig
 
 
@@ -314,7 +598,7 @@ def _algorithm(method: str) -> str:
     return method.split("+")[0].split("@")[0]
 
 
-def budget_lines(table: pd.DataFrame, upper: dict | None = None) -> plt.Figure:
+def budget_lines(table: pd.DataFrame, upper: dict | None = None, ci: float = 0.95) -> plt.Figure:
     """Success against the budget (fraction of T_max) per estimator, one panel per budget mode (full budget,
     BudgetMix), each point with its interval; the structural upper bound dashed. `table` has columns method,
     fraction, success, low, high (`helpers.supervision.success_table`); corrupted-oracle methods are left out."""
@@ -338,14 +622,18 @@ def budget_lines(table: pd.DataFrame, upper: dict | None = None) -> plt.Figure:
         ax.set_xticks(sorted(t["fraction"].unique()), [f"{f:.0%}" for f in sorted(t["fraction"].unique())])
     axes[0].set_ylabel("success rate")
     axes[0].legend(frameon=False, fontsize=8)
+    fig.suptitle(f"error bars: {interval_note(ci, _seeds_tasks(t))}", fontsize=9)
     fig.tight_layout()
     return fig
 
 
-def precision_curve(precision: pd.DataFrame, reference: pd.DataFrame | None = None) -> plt.Figure:
+def precision_curve(
+    precision: pd.DataFrame, reference: pd.DataFrame | None = None, ci: float = 0.95
+) -> plt.Figure:
     """Success at each budget against the oracle's corruption level (0 = exact, 1 = every state's action values
     shuffled), one line per budget with intervals; `reference` (method, fraction, success rows of the estimator
-    without the process term, GRPO) as dashed lines of the same colours."""
+    without the process term, GRPO; with low and high its interval as a faint band) as dashed lines of the same
+    colours."""
     fig, ax = plt.subplots(figsize=(6, 3.8))
     colours = sns.color_palette("viridis", n_colors=precision["fraction"].nunique())
     for colour, (f, g) in zip(colours, precision.groupby("fraction"), strict=True):
@@ -356,8 +644,15 @@ def precision_curve(precision: pd.DataFrame, reference: pd.DataFrame | None = No
             r = reference[reference["fraction"] == f]
             if len(r):
                 ax.axhline(float(r["success"].iloc[0]), color=colour, ls="--", lw=1)
+                if {"low", "high"} <= set(r.columns):
+                    ax.axhspan(
+                        float(r["low"].iloc[0]), float(r["high"].iloc[0]), color=colour, alpha=0.07, lw=0
+                    )
+    what = _seeds_tasks(reference) if reference is not None and "n_tasks" in reference else "RL seeds × tasks"
     ax.set(xlabel="oracle corruption (share of states with shuffled action values)", ylabel="success rate",
-           ylim=(0, 1.02), title="oracle-Q: how precise must the step signal be?")  # fmt: skip
+           ylim=(0, 1.02))  # fmt: skip
+    ax.set_title(f"oracle-Q: how precise must the step signal be?\nerror bars and bands: {interval_note(ci, what)}",
+                 fontsize=9)  # fmt: skip
     ax.legend(frameon=False, fontsize=8, title="budget (dashed: GRPO)", title_fontsize=8)
     fig.tight_layout()
     return fig

@@ -13,6 +13,7 @@ committed run's numbers.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 
 from helpers import paper, store
@@ -171,7 +172,7 @@ def markdown(profile: str = "cpu") -> str:
         "|---|---|---|---|",
     ]
     lines += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in headline(profile)]
-    return "\n".join(lines)
+    return no_negative_zero("\n".join(lines))
 
 
 # ------------------------------------------------------------------------------------------------ findings
@@ -734,7 +735,15 @@ FINDINGS = {
 def findings(profile: str, notebook: str) -> str:
     """The 'what this run found' section of a notebook, as Markdown, from its metrics.json."""
     m = store.Run.read_metrics(profile, notebook)
-    return "\n".join(FINDINGS[notebook](m))
+    return no_negative_zero("\n".join(FINDINGS[notebook](m)))
+
+
+_NEGATIVE_ZERO = re.compile(r"(?<![\w.])[-\u2212](0(?:\.0+)?)(?![\d.])")
+
+
+def no_negative_zero(text: str) -> str:
+    """Print a number that rounds to zero as 0, never -0 (`-0.0` becomes `0.0`; `-0.05` is left alone)."""
+    return _NEGATIVE_ZERO.sub(r"\1", text)
 
 
 # ------------------------------------------------------------------------------------ BudgetMix over the tasks
@@ -803,7 +812,7 @@ def budgetmix_markdown(profile: str, envs: tuple[str, ...] | list[str]) -> str:
     lines.append("")
     lines.append("BudgetMix minus full-budget GRPO, points, with 95 % intervals over seeds and tasks; the paper's "
                  "summaries give only the mean over its four tasks (parity at 100 %), not each task's gain.")  # fmt: skip
-    return "\n".join(lines)
+    return no_negative_zero("\n".join(lines))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -126,3 +126,23 @@ def test_headline_table_on_every_series(smoke_results):
         assert any(q.startswith("Success at 25% of T_max") for q in quantities), name
         oracle = (series or "frozenlake") in ("frozenlake", "deepcoder")
         assert ("RL picks the better action after an injected error" in quantities) == oracle, name
+
+
+@pytest.mark.notebooks
+def test_exercises_run_on_the_smoke_series(smoke_results, capsys):
+    """Every exercise's snippet (helpers.exercises) runs at the end of the smoke series, prints its table and writes
+    nothing into the results."""
+    from helpers import exercises
+
+    root, _ = smoke_results
+    with store.results_at(root):
+        before = exercises.results_snapshot(root)
+        for ex in exercises.EXERCISES:
+            exec(
+                compile(ex.code, f"<exercise {ex.key}>", "exec"),
+                {"profile": "smoke", "__name__": "__exercise__"},
+            )
+            assert capsys.readouterr().out.strip(), f"exercise {ex.key} printed nothing"
+        after = exercises.results_snapshot(root)
+    wrote = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
+    assert not wrote, f"exercises wrote into the results: {wrote[:5]}"

@@ -1,0 +1,177 @@
+"""The exercises (helpers.exercises): two or three per notebook, well-formed snippets that use only `profile`, import
+only the kit, the standard library, pandas, numpy and torch, leave the notebook's variables alone, call nothing
+that writes results, and a section that renders every field and the measured runtime (or says it has none).
+
+Fast: nothing here runs a snippet (tests/test_notebooks.py runs them all on the smoke series)."""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import sys
+
+import nbformat
+import pytest
+
+from helpers import exercises, run
+
+ALLOWED_ROOTS = {"helpers", "numpy", "pandas", "torch"} | set(sys.stdlib_module_names)
+# calls that write under the results folder (records, tables, models, caches): a snippet must not make them
+WRITES = {"open_run", "write_metrics", "write_table", "save_figure", "write_manifest", "rl_train", "train_runs",
+          "train_many", "train_grid", "recorded_trajectories", "evaluate_grid", "sharpened", "agents",
+          "rewrite", "write_atomic", "write_text", "save_pretrained", "evaluate", "probe_pool"}  # fmt: skip
+NOTEBOOKS = {p.stem: p for p in run.notebooks()}
+
+
+def _bindings(tree: ast.AST) -> tuple[set[str], dict[str, str]]:
+    """Names a piece of code binds at its top level (not inside comprehensions, lambdas or functions): assigned
+    names, and imported names with what they import."""
+    assigned: set[str] = set()
+    imported: dict[str, str] = {}
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.ListComp | ast.SetComp | ast.DictComp | ast.GeneratorExp | ast.Lambda):
+            return
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            assigned.add(node.name)
+            return
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                imported[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+        elif isinstance(node, ast.ImportFrom):
+            for a in node.names:
+                imported[a.asname or a.name] = f"{node.module}.{a.name}"
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            assigned.add(node.id)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(tree)
+    return assigned, imported
+
+
+def _notebook_bindings(stem: str) -> tuple[set[str], dict[str, str]]:
+    nb = nbformat.read(NOTEBOOKS[stem], as_version=4)
+    assigned: set[str] = set()
+    imported: dict[str, str] = {}
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            a, i = _bindings(ast.parse(cell.source))
+            assigned |= a
+            imported.update(i)
+    return assigned, imported
+
+
+def test_every_notebook_has_two_or_three_exercises():
+    assert set(NOTEBOOKS) == {e.notebook for e in exercises.EXERCISES}
+    for stem in NOTEBOOKS:
+        chosen = exercises.for_notebook(stem)
+        assert 2 <= len(chosen) <= 3, (stem, [e.key for e in chosen])
+        assert [e.key for e in chosen] == [f"{stem[:2]}{c}" for c in "abc"[: len(chosen)]]
+        assert exercises.for_notebook(stem[:2]) == chosen
+
+
+def test_keys_are_unique_and_found():
+    keys = [e.key for e in exercises.EXERCISES]
+    assert len(keys) == len(set(keys))
+    assert all(exercises.get(k).key == k for k in keys)
+    with pytest.raises(KeyError, match="no exercise"):
+        exercises.get("99z")
+
+
+@pytest.mark.parametrize("ex", exercises.EXERCISES, ids=lambda e: e.key)
+def test_fields_are_filled_in(ex):
+    for name in ("title", "change", "predict", "look_for", "code"):
+        assert getattr(ex, name).strip(), f"{ex.key}: empty {name}"
+    assert len(re.findall(r"[.?!](?:\s|$)", ex.change)) <= 2, f"{ex.key}: `change` is one or two sentences"
+
+
+@pytest.mark.parametrize("ex", exercises.EXERCISES, ids=lambda e: e.key)
+def test_code_parses_uses_profile_and_imports_only_the_kit_and_its_libraries(ex):
+    tree = ast.parse(ex.code)
+    loads = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    assert "profile" in loads, f"{ex.key} does not use `profile`"
+    assigned, imported = _bindings(tree)
+    assert "profile" not in assigned and "profile" not in imported, f"{ex.key} rebinds `profile`"
+    roots = {v.split(".")[0] for v in imported.values()}
+    assert roots <= ALLOWED_ROOTS, f"{ex.key} imports {sorted(roots - ALLOWED_ROOTS)}"
+    assert any(v.startswith("helpers") for v in imported.values()), (
+        f"{ex.key} calls none of the kit's helpers"
+    )
+    assert "print" in {
+        n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+    }
+
+
+@pytest.mark.parametrize("ex", exercises.EXERCISES, ids=lambda e: e.key)
+def test_code_calls_nothing_that_writes_results(ex):
+    called = set()
+    for node in ast.walk(ast.parse(ex.code)):
+        if isinstance(node, ast.Call):
+            f = node.func
+            called.add(f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", ""))
+    assert not called & WRITES, f"{ex.key} calls {sorted(called & WRITES)}"
+    assert "open(" not in ex.code and "to_csv" not in ex.code
+
+
+@pytest.mark.parametrize("ex", exercises.EXERCISES, ids=lambda e: e.key)
+def test_code_leaves_the_notebooks_variables_alone(ex):
+    """Pasted at the end of its notebook, a snippet rebinds no name the notebook binds (an import of the same
+    object under the same name is fine)."""
+    nb_assigned, nb_imported = _notebook_bindings(ex.notebook)
+    assigned, imported = _bindings(ast.parse(ex.code))
+    assert not assigned & (nb_assigned | set(nb_imported)), (
+        f"{ex.key} rebinds {sorted(assigned & (nb_assigned | set(nb_imported)))}"
+    )
+    clash = {n for n, what in imported.items() if n in nb_assigned or nb_imported.get(n, what) != what}
+    assert not clash, f"{ex.key} imports over the notebook's {sorted(clash)}"
+
+
+def _entry(ex, **kw):
+    return {"seconds": 3.4, "code": ex.digest, "commit": "abc1234def5678", "profile": "cpu", "cpu_count": 2,
+            "torch_threads": 2, "date": "2026-12-01T00:00:00+00:00", **kw}  # fmt: skip
+
+
+def test_section_renders_every_field_and_says_not_measured_yet(tmp_path):
+    first, second, *rest = exercises.for_notebook("03_pass_at_kt_sweep")
+    path = tmp_path / "exercises.json"
+    path.write_text(
+        json.dumps({"exercises": {first.key: _entry(first), second.key: _entry(second, code="0" * 12)}})
+    )
+    text = exercises.section("03_pass_at_kt_sweep", path)
+    assert text.startswith("## Exercises\n")
+    for e in (first, second, *rest):
+        for field in (e.title, e.change, e.predict, e.look_for):
+            assert field in text
+        assert f"```python\n{e.code.rstrip()}\n```" in text
+    blocks = text.split("\n### ")[1:]
+    assert "about 3 s on 2 cores with the cpu profile, measured at commit abc1234" in blocks[0]
+    assert "not measured yet (its code changed" in blocks[1]
+    assert all("not measured yet" in b for b in blocks[2:])
+
+
+def test_section_without_any_measurement(tmp_path):
+    text = exercises.section("00", tmp_path / "missing.json")
+    assert text.count("not measured yet") == len(exercises.for_notebook("00")) and "measured at" not in text
+    with pytest.raises(KeyError, match="no exercises"):
+        exercises.section("99_nothing", tmp_path / "missing.json")
+
+
+def test_committed_timings_belong_to_known_exercises():
+    measured = exercises.timings().get("exercises", {})
+    keys = {e.key for e in exercises.EXERCISES}
+    assert set(measured) <= keys
+    for key, entry in measured.items():
+        assert entry["seconds"] > 0 and entry["cpu_count"] >= 1 and len(entry["code"]) == 12, key
+
+
+def test_results_snapshot_sees_a_new_or_changed_file(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "x.json").write_text("{}")
+    before = exercises.results_snapshot(tmp_path)
+    assert list(before) == ["a/x.json"]
+    (tmp_path / "a" / "x.json").write_text('{"changed": 1}')
+    (tmp_path / "y.csv").write_text("")
+    after = exercises.results_snapshot(tmp_path)
+    assert set(after) == {"a/x.json", "y.csv"} and after["a/x.json"] != before["a/x.json"]

@@ -50,3 +50,62 @@ def test_run_all_uses_the_committed_artefacts(path, clone_results, monkeypatch):
     )
     assert nbtools.output_problems(nb) == [], f"{path.name}: {nbtools.output_problems(nb)}"
     assert os.environ["KIT_RESULTS"] == str(clone_results)
+
+
+def _notebook(*outputs):
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("x")
+    cell.outputs = list(outputs)
+    nb.cells = [cell]
+    return nb
+
+
+def test_output_problems_flags_what_a_reader_must_not_see():
+    from nbformat.v4 import new_output
+
+    clean = _notebook(
+        new_output("display_data", data={"text/markdown": "lr 1e-6, in prose", "text/plain": "lr 1e-6"}),
+        new_output(
+            "display_data", data={"application/vnd.jupyter.widget-view+json": {}, "text/plain": "10%|#"}
+        ),
+        new_output("stream", name="stdout", text="evaluation cells: 100%\n"),
+        new_output("execute_result", data={"text/html": "<table><td>0.695</td></table>"}, execution_count=1),
+    )
+    assert nbtools.output_problems(clean) == []
+    bad = _notebook(
+        new_output("stream", name="stderr", text="UserWarning: something\n"),
+        new_output("execute_result", data={"text/plain": "PosixPath('x')"}, execution_count=1),
+        new_output("stream", name="stdout", text=f"base: {REPO_ROOT}/results/cpu/models/base\n"),
+        new_output(
+            "execute_result", data={"text/html": "<table><td>6.950000e-01</td></table>"}, execution_count=2
+        ),
+        new_output("error", ename="ValueError", evalue="boom", traceback=[]),
+    )
+    found = " | ".join(nbtools.output_problems(bad))
+    for what in (
+        "stderr",
+        "PosixPath",
+        "absolute path",
+        "scientific notation in a table",
+        "error ValueError",
+    ):
+        assert what in found, (what, found)
+
+
+def test_artefacts_notice_a_new_record_and_a_new_model_file(tmp_path):
+    (tmp_path / "models" / "run").mkdir(parents=True)
+    (tmp_path / "03" / "records.jsonl").parent.mkdir()
+    (tmp_path / "03" / "records.jsonl").write_text('{"a": 1}\n')
+    (tmp_path / "03" / "table.csv").write_text("a\n1\n")
+    before = nbtools.artefacts(tmp_path)
+    (tmp_path / "03" / "table.csv").write_text(
+        "a\n2\n"
+    )  # tables and figures are rewritten by every run: fine
+    assert nbtools.artefacts(tmp_path) == before
+    with (tmp_path / "03" / "records.jsonl").open("a") as f:
+        f.write('{"a": 2}\n')
+    (tmp_path / "models" / "run" / "model.safetensors").write_bytes(b"0")
+    assert set(nbtools.artefacts(tmp_path)) - set(before) == {"models/run/model.safetensors"}
+    assert nbtools.artefacts(tmp_path)["03/records.jsonl"] == 2

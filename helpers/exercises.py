@@ -251,18 +251,25 @@ _02B = _code("""
     from helpers.rollout import rollout
 
     conf = config.load(profile)
-    maps = load_tasks(conf.env.name, "test", n=50, seed=conf.seed, **settings(conf))
+    maps = load_tasks(conf.env.name, "test", n=conf.eval.n_tasks, seed=conf.seed, **settings(conf))
     plain = HFPolicy.from_pretrained(base_model.path_of(conf), device=conf.model.device, name="base")
     chosen_t = store.Run.read_metrics(conf.results_name, "02_budgetmix_training")["sharpened"]["temperature"]
+    samp = Sampling.from_config(conf.sampling)
     runs_x = []
     for temp in (1.0, 0.5, 0.0):  # 0 = greedy decoding
         for (frac, T), cell_x in budget.fraction_cells(maps, [0.25, 1.0]).items():
-            runs_x += [evaluate.trajectory_record(e) for e in rollout(
-                Tempered(plain, temp), conf.env.name, cell_x, T, 4, Sampling.from_config(conf.sampling),
-                seed=conf.seed + 1000, step_quality=False, model_name=f"base at temperature {temp:g}")]
-    success_x = evaluate.budget_table(pd.DataFrame(runs_x), conf.eval.n_bootstrap, conf.eval.ci, conf.seed)
-    print(f"the notebook's sharpened base: temperature {chosen_t:g}; {len(maps)} test maps x 4 samples")
+            episodes = rollout(Tempered(plain, temp), conf.env.name, cell_x, T, conf.eval.n_samples, samp,
+                               seed=conf.seed + 1000, step_quality=False, model_name=f"temperature {temp:g}")
+            runs_x += [evaluate.trajectory_record(e) for e in episodes]
+    by_temp = pd.DataFrame(runs_x)
+    boot_x = (conf.eval.n_bootstrap, conf.eval.ci, conf.seed)
+    success_x = evaluate.budget_table(by_temp, *boot_x)
+    print(f"the base on {len(maps)} test maps x {conf.eval.n_samples} samples (the notebook's sharpened base: "
+          f"temperature {chosen_t:g})")
     print(success_x.pivot(index="model", columns="fraction", values="success").round(3).to_string())
+    print("greedy minus temperature 1, points (paired over maps and samples):")
+    gain_x = evaluate.gain_table(by_temp, "temperature 0", "temperature 1", *boot_x)
+    print(gain_x.round({"gain_points": 1, "low": 1, "high": 1}).to_string(index=False))
 """)
 
 _02C = _code("""
@@ -747,8 +754,8 @@ EXERCISES: tuple[Exercise, ...] = (
         "02_budgetmix_training",
         "02b",
         "Sharpening at a tight budget",
-        "Evaluate the base at temperatures 1.0, 0.5 and 0 (greedy) on 50 test maps at 25 % and 100 % of T_max, "
-        "4 samples each, in memory.",
+        "Evaluate the base at temperatures 1.0, 0.5 and 0 (greedy) at 25 % and 100 % of T_max, on the notebook's "
+        "test maps and samples per map, in memory.",
         "The sharpened base's temperature was chosen at the full budget to match GRPO there. At 25 % of T_max, "
         "is greedy decoding still better than sampling at 1.0, and by more or fewer points than at T_max?",
         "Whether removing sampling noise is worth more when every turn counts. Where it is, part of an RL "
@@ -980,10 +987,11 @@ def runtime(ex: Exercise, measured: dict) -> str:
         return "not measured yet"
     if entry.get("code") != ex.digest:
         return "not measured yet (its code changed after it was measured)"
-    seconds = max(1, round(entry["seconds"]))
+    seconds = "under 1 s" if entry["seconds"] < 1 else f"about {round(entry['seconds'])} s"
+    dirty = " (with uncommitted changes)" if entry["commit"].endswith("-dirty") else ""
     return (
-        f"about {seconds} s on {entry['cpu_count']} cores with the {entry['profile']} profile, "
-        f"measured at commit {entry['commit'][:7]}"
+        f"{seconds} on {entry['cpu_count']} cores with the {entry['profile']} profile, "
+        f"measured at commit {entry['commit'][:7]}{dirty}"
     )
 
 

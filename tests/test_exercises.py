@@ -151,6 +151,21 @@ def test_section_renders_every_field_and_says_not_measured_yet(tmp_path):
     assert all("not measured yet" in b for b in blocks[2:])
 
 
+def test_runtime_in_words():
+    ex = exercises.get("04b")
+    assert exercises.runtime(ex, {"exercises": {"04b": _entry(ex, seconds=0.04)}}).startswith(
+        "under 1 s on 2 cores"
+    )
+    dirty = exercises.runtime(
+        ex, {"exercises": {"04b": _entry(ex, seconds=12.6, commit="abc1234ffff-dirty")}}
+    )
+    assert (
+        dirty
+        == "about 13 s on 2 cores with the cpu profile, measured at commit abc1234 (with uncommitted changes)"
+    )
+    assert exercises.runtime(ex, {}) == "not measured yet"
+
+
 def test_section_without_any_measurement(tmp_path):
     text = exercises.section("00", tmp_path / "missing.json")
     assert text.count("not measured yet") == len(exercises.for_notebook("00")) and "measured at" not in text

@@ -10,9 +10,8 @@ times `exec` of the snippet in a fresh namespace {"profile": "cpu"}. What a note
 (generated maps, loaded models) is not warm here, so a pasted cell can be faster than measured.
 
 The results folder (`$KIT_RESULTS`, else `results/`) is listed before and after each snippet: an exercise that
-wrote into it, or failed, gets no time. The folder must hold the cpu series' trained models where the kit looks for
-them: an RL run's folder is named by a hash of its recipe, which holds the base model's absolute path, so a
-results folder copied to another place does not find the models trained in the original one. Each entry records the snippet's code hash, so `helpers.exercises.section`
+wrote into it, or failed, gets no time. The folder must hold the cpu series' trained models and record files (committed under `results/cpu/`; their names
+hash recipes, never paths, so a copied results folder finds them). Each entry records the snippet's code hash, so `helpers.exercises.section`
 shows a time only for the code that was measured. The JSON is written atomically (temporary file, then rename).
 """
 

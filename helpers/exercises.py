@@ -995,20 +995,22 @@ def runtime(ex: Exercise, measured: dict) -> str:
     )
 
 
-def section(notebook: str, path: Path = TIMINGS) -> str:
-    """Markdown of a notebook's "Exercises" section: every exercise's fields, code and measured runtime."""
+INTRO = (
+    "Change one thing, write down your prediction, then paste the code into a new cell at the end of this notebook "
+    "(after running it once) and run it. Each snippet uses only the notebook's `profile` parameter, reads what the "
+    "notebook wrote or works in memory, and writes nothing into the results; its variable names leave the "
+    "notebook's own alone. Runtimes were measured on 2 CPU cores by `benchmarks/exercises.py`."
+)
+
+
+def section(notebook: str, path: Path = TIMINGS, heading: bool = True) -> str:
+    """Markdown of a notebook's "Exercises" section: every exercise's fields, code and measured runtime (without
+    the heading and introduction where the notebook has them in its own Markdown cell, `heading=False`)."""
     chosen = for_notebook(notebook)
     if not chosen:
         raise KeyError(f"no exercises for notebook {notebook!r}")
     measured = timings(path)
-    out = [
-        "## Exercises",
-        "",
-        "Change one thing, write down your prediction, then paste the code into a new cell at the end of this "
-        "notebook and run it. Each snippet uses only the notebook's `profile` parameter, reads what the notebook "
-        "wrote or works in memory, and writes nothing into the results; its variable names leave the notebook's "
-        "own alone.",
-    ]
+    out = ["## Exercises", "", INTRO] if heading else []
     for e in chosen:
         out += [
             "",

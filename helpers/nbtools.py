@@ -18,8 +18,12 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import nbformat
+
+if TYPE_CHECKING:
+    from traitlets.config import Config as TraitletsConfig
 
 KERNELSPEC = {"name": "python3", "display_name": "Python 3", "language": "python"}
 
@@ -56,6 +60,20 @@ def strip(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
     return nb
 
 
+def kernel_config() -> TraitletsConfig:
+    """Kernel-manager settings for the notebooks' kernels (the runner's and `run_all`'s; JupyterLab gets the same with
+    `--MappingKernelManager.transport_encryption=auto`): CurveZMQ keys from the manager (where pyzmq has
+    CurveZMQ and the kernelspec declares it, as ipykernel's does), so the kernel does not run over TCP
+    unencrypted (and does not warn that it does)."""
+    import zmq
+    from traitlets.config import Config as TraitletsConfig
+
+    c = TraitletsConfig()
+    if zmq.has("curve"):
+        c.KernelManager.transport_encryption = "auto"
+    return c
+
+
 def run_all(path: Path, timeout: int = 600) -> tuple[nbformat.NotebookNode, list[dict]]:
     """Execute `path` top to bottom in a fresh `python3` kernel started in its folder, as JupyterLab's Run All
     does: no runner, no injected parameters, the environment as it is. Returns the executed notebook and, per code
@@ -71,8 +89,6 @@ def run_all(path: Path, timeout: int = 600) -> tuple[nbformat.NotebookNode, list
 
     def done(cell, cell_index, **_):
         times.append({"cell": cell_index, "seconds": time.perf_counter() - started[cell_index]})
-
-    from helpers.run import kernel_config  # CurveZMQ keys, as JupyterLab gets with transport_encryption=auto
 
     client = NotebookClient(nb, timeout=timeout, kernel_name="python3", on_cell_execute=start,
                             on_cell_executed=done, resources={"metadata": {"path": str(Path(path).parent)}},

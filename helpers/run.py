@@ -47,13 +47,11 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from helpers.config import REPO_ROOT, Config, ConfigError, load
+from helpers.nbtools import kernel_config
 from helpers.store import profile_dir, results_root, write_atomic
-
-if TYPE_CHECKING:
-    from traitlets.config import Config as TraitletsConfig
 
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
 # The paper's four tasks, in the order of its tables; `--env all` runs them in this order.
@@ -319,19 +317,6 @@ class CellProgress:
         k = self.order.get(cell_index, "?")
         print(f"[{self.label}] {self.name} cell {k}/{len(self.order)} · {time.time() - self.t0:.0f} s elapsed",
               flush=True)  # fmt: skip
-
-
-def kernel_config() -> TraitletsConfig:
-    """Kernel-manager settings for the notebooks' kernels: CurveZMQ keys from the manager (where pyzmq has
-    CurveZMQ and the kernelspec declares it, as ipykernel's does), so the kernel does not run over TCP
-    unencrypted (and does not warn that it does)."""
-    import zmq
-    from traitlets.config import Config as TraitletsConfig
-
-    c = TraitletsConfig()
-    if zmq.has("curve"):
-        c.KernelManager.transport_encryption = "auto"
-    return c
 
 
 def copies(out_dir: Path, path: Path) -> tuple[Path, Path, Path]:

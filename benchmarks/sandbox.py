@@ -22,7 +22,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywhere, the kit installed or not
 
-from helpers.envs import bfcl, sandbox
+from helpers import sandbox
+from helpers.envs import bfcl
 from helpers.envs.base import Task
 from helpers.envs.code import humaneval_tasks, kit_tasks
 from helpers.envs.sql import SQLEnv

@@ -20,5 +20,5 @@ else
     echo "install:   Until then the DeepCoder-MT sandbox refuses to run generated code (docs/security.md)."
 fi
 if [ -n "$PY" ] && [ -x "$PY" ]; then
-    "$PY" -m helpers.envs.sandbox --brief || true
+    "$PY" -m helpers.sandbox --brief || true
 fi

@@ -23,10 +23,12 @@ from pathlib import Path
 
 import pytest
 
-from helpers.envs import bfcl, sandbox, spider_sqlite
+from helpers import sandbox
+from helpers.envs import bfcl, spider_sqlite
 from helpers.envs.base import Task
 from helpers.envs.code import CodeEnv, extract_program, fence, kit_tasks
 from helpers.envs.sql import SQLEnv, dump_databases
+from helpers.sandbox import uids
 
 KIT_ROOT = Path(sandbox.__file__).resolve().parents[2]
 OFF = sandbox.Limits(timeout_s=3.0, memory_mb=256, audit_hook=False)
@@ -83,10 +85,10 @@ def uid_left_clean(uid: int | None) -> bool:
     same time, so this takes the uid's pool lock first (waiting for whoever holds it), as a run would."""
     if uid is None:
         return True
-    fd = os.open(os.path.join(sandbox._LOCK_DIR, str(uid)), os.O_RDWR | os.O_CREAT, 0o600)
+    fd = os.open(os.path.join(uids.LOCK_DIR, str(uid)), os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        return not sandbox._uid_processes(uid)
+        return not uids.uid_processes(uid)
     finally:
         os.close(fd)
 
@@ -273,7 +275,7 @@ try:
     out.append(ctypes.CDLL(None).system(b'echo pwned > /tmp/{token}-ctypes'))
 except Exception as e:
     out.append(repr(e))
-for target in ({str(KIT_ROOT / "helpers" / "envs" / "sandbox.py")!r}, '/etc/shadow', '/root/.bash_history'):
+for target in ({str(KIT_ROOT / "helpers" / "sandbox" / "child.py")!r}, '/etc/shadow', '/root/.bash_history'):
     try:
         out.append(open(target).read()[:100])
     except Exception as e:

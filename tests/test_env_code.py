@@ -9,8 +9,9 @@ import sys
 
 import pytest
 
+from helpers import sandbox
 from helpers.budget import statement
-from helpers.envs import base, sandbox
+from helpers.envs import base
 from helpers.envs.code import (
     CodeEnv,
     demo,

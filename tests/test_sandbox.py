@@ -14,20 +14,22 @@ from pathlib import Path
 
 import pytest
 
-from helpers.envs import sandbox
-from helpers.envs.sandbox import (
+from helpers import sandbox
+from helpers.sandbox import (
     Job,
     Limits,
     SandboxUnavailable,
+    bwrap,
     outputs_match,
     run_many,
     run_program,
+    uids,
     values_match,
     wire_decode,
     wire_encode,
 )
 
-FAST = Limits(timeout_s=1.0, memory_mb=256)
+FAST = Limits(timeout_s=1.0, memory_mb=256)  # 1 s of CPU time a test (the stall guard: 60 s of wall-clock time)
 ONE = [{"kind": "stdin", "input": "", "output": "ok\n"}]
 KIT_ROOT = Path(sandbox.__file__).resolve().parents[2]
 
@@ -41,10 +43,10 @@ def uid_left_clean(uid: int | None) -> bool:
     same time, so this takes the uid's pool lock first (waiting for whoever holds it), as a run would."""
     if uid is None:
         return True
-    fd = os.open(os.path.join(sandbox._LOCK_DIR, str(uid)), os.O_RDWR | os.O_CREAT, 0o600)
+    fd = os.open(os.path.join(uids.LOCK_DIR, str(uid)), os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        return not sandbox._uid_processes(uid)
+        return not uids.uid_processes(uid)
     finally:
         os.close(fd)
 
@@ -157,9 +159,10 @@ def test_assert_tests_that_fail_after_their_check_equal_one_process_per_test():
         }
         for n in range(1, 7)
     ]
-    statuses = ["timeout", "passed", "crashed", "passed", "output_limit", "passed"]
-    batched = run_program(prog, tests, limits=FAST)
-    single = run_program(prog, tests, limits=FAST, batch=False)
+    statuses = ["stalled", "passed", "crashed", "passed", "output_limit", "passed"]  # the sleeper uses no CPU
+    limits = Limits(timeout_s=1.0, memory_mb=256, wall_s=5.0)  # a short stall guard, for the sleeper
+    batched = run_program(prog, tests, limits=limits)
+    single = run_program(prog, tests, limits=limits, batch=False)
     assert [t.status for t in batched.tests] == [t.status for t in single.tests] == statuses
     assert batched.processes == 3 and single.processes == 6
 
@@ -348,7 +351,7 @@ def test_secrets_kit_files_and_environment_are_not_readable(outside, monkeypatch
     monkeypatch.setenv("KIT_TEST_SECRET", "env-s3cr3t")
     probes = {
         "secret file": f"print(open({str(outside / 'secret.txt')!r}).read())",
-        "kit file": f"print(open({str(KIT_ROOT / 'helpers' / 'envs' / 'sandbox.py')!r}).read())",
+        "kit file": f"print(open({str(KIT_ROOT / 'helpers' / 'sandbox' / 'child.py')!r}).read())",
         "environment": "import os\nprint(dict(os.environ))",
         "parent's environment": f"print(open('/proc/{os.getpid()}/environ').read())",
         "listing the kit": f"import os\nprint(os.listdir({str(KIT_ROOT)!r}))",
@@ -373,11 +376,11 @@ def test_isolation_layers_reported():
     if os.geteuid() == 0:
         assert r.layers["root"] is True
         uid_out = run_program("import os\nprint(os.getuid(), os.getgroups())", ONE).tests[0].actual.split()
-        assert int(uid_out[0]) >= sandbox._UID_BASE and uid_out[1] == "[]"
+        assert int(uid_out[0]) >= uids.UID_BASE and uid_out[1] == "[]"
     # the program sees only the interpreter, its standard library and libraries, its working dir, /tmp, /dev
     seen = run_program("import os\nprint(sorted(os.listdir('/')))", ONE, limits=Limits(audit_hook=False))
     top = set(ast.literal_eval(seen.tests[0].actual))
-    interp = sandbox._interpreter()
+    interp = bwrap.interpreter()
     bound = {p.split("/")[1] for p in (*interp.files, *interp.stdlib)}
     assert {"proc", "dev", "tmp", "sandbox"} <= top <= {"proc", "dev", "tmp", "sandbox"} | bound
     assert not top & {"etc", "home", "work", "var", "bin", "sys"}
@@ -386,7 +389,7 @@ def test_isolation_layers_reported():
 def fake_boundary(monkeypatch) -> None:
     """Pretend this machine lacks the boundary (no bubblewrap, no cgroup)."""
     fake = sandbox.Boundary(os.geteuid() == 0, None, False, None, ("bubblewrap (bwrap) is not installed",))
-    monkeypatch.setattr(sandbox, "_BOUNDARY", fake)
+    monkeypatch.setattr(bwrap, "_BOUNDARY", fake)
 
 
 def test_without_the_boundary_the_sandbox_refuses_and_says_how_to_enable_it(monkeypatch):
@@ -445,7 +448,9 @@ def test_as_an_unprivileged_user_the_sandbox_refuses_or_runs_in_weak_mode():
 
 def _run_as_nobody(python: str, setpriv: str, tmp_path: Path) -> dict:
     """Strict and weak runs of a trivial program as uid 65534; what they gave, as a dict."""
-    shutil.copy(sandbox.__file__, tmp_path / "sandbox.py")
+    shutil.copytree(
+        Path(sandbox.__file__).parent, tmp_path / "sandbox", ignore=shutil.ignore_patterns("__pycache__")
+    )
     (tmp_path / "probe.py").write_text(
         "import json, sys\nsys.path.insert(0, sys.argv[1])\nimport sandbox as S\nONE = [{'kind': 'stdin', 'input': '', 'output': 'ok'}]\n"
         "out = {'complete': S.boundary().complete}\n"

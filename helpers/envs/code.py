@@ -1,7 +1,7 @@
 """DeepCoder-MT: multi-turn code generation with unit-test feedback (rLLM's protocol), run in the sandbox.
 
 Each turn the agent replies with text; the last fenced python block (```python ... ```) is its program. The
-program runs against every test of the task in `helpers.envs.sandbox`, an operating-system boundary that sees only
+program runs against every test of the task in `helpers.sandbox`, an operating-system boundary that sees only
 each test's input; the verdicts are decided here, from what the program printed or returned (docs/security.md).
 All tests pass: reward 1, success, the episode ends. Otherwise the next observation lists up to 2 failing tests
 (input, expected, actual, error, each truncated) and asks for a fix. A reply without a python block is an invalid
@@ -48,7 +48,7 @@ from pathlib import Path
 import numpy as np
 
 from helpers.budget import statement
-from helpers.envs import sandbox
+from helpers import sandbox
 from helpers.envs.base import StepResult, Task
 
 HUB_ID = "agentica-org/DeepCoder-Preview-Dataset"

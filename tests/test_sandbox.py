@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -29,7 +30,9 @@ from helpers.sandbox import (
     wire_encode,
 )
 
-FAST = Limits(timeout_s=1.0, memory_mb=256)  # 1 s of CPU time a test (the stall guard: 60 s of wall-clock time)
+FAST = Limits(
+    timeout_s=1.0, memory_mb=256
+)  # 1 s of CPU time a test (the stall guard: 60 s of wall-clock time)
 ONE = [{"kind": "stdin", "input": "", "output": "ok\n"}]
 KIT_ROOT = Path(sandbox.__file__).resolve().parents[2]
 
@@ -466,3 +469,36 @@ def _run_as_nobody(python: str, setpriv: str, tmp_path: Path) -> dict:
     )  # fmt: skip
     assert out.returncode == 0, out.stderr[-2000:]
     return json.loads(out.stdout)
+
+
+# ------------------------------------------------------------------------------------- verdicts under load
+
+BUSY = "while True:\n    pass\n"
+SPIN = "import time\nt = time.process_time()\nwhile time.process_time() - t < {s}:\n    pass\nprint('ok')\n"
+
+
+def test_verdicts_do_not_move_with_load():
+    """Issue 31: a test's limit is CPU time, so verdicts under two busy processes per core equal the idle ones.
+    The sample: every bundled kit task and every 4th HumanEval task (their reference solutions, at the DeepCoder
+    env's default limit of 4 s), a program that spins 0.5 s of CPU time (passes) and one that spins 5 s (times out);
+    each reference test must also use under a tenth of its limit (a wide margin)."""
+    from helpers.envs.code import humaneval_tasks, kit_tasks
+
+    tasks = kit_tasks(4) + humaneval_tasks(4)[::4]
+    limits = Limits(timeout_s=4.0)
+    jobs = [Job(t.payload["reference"], t.payload["tests"], t.payload["setup"]) for t in tasks]
+    jobs += [Job(SPIN.format(s=0.5), ONE), Job(SPIN.format(s=5.0), ONE)]
+    idle = run_many(jobs, limits=limits, workers=2)
+    busy = [subprocess.Popen([sys.executable, "-c", BUSY]) for _ in range(2 * (os.cpu_count() or 1))]
+    try:
+        loaded = run_many(jobs, limits=limits, workers=2)
+    finally:
+        for p in busy:
+            p.kill()
+            p.wait()
+    verdicts = [[(t.passed, t.status) for t in r.tests] for r in idle]
+    assert [[(t.passed, t.status) for t in r.tests] for r in loaded] == verdicts
+    assert all(r.all_passed for r in idle[: len(tasks)])
+    assert verdicts[-2:] == [[(True, "passed")], [(False, "timeout")]]
+    worst = max(t.cpu_s for r in idle[: len(tasks)] + loaded[: len(tasks)] for t in r.tests)
+    assert worst < limits.timeout_s / 10, worst

@@ -47,8 +47,8 @@ from pathlib import Path
 
 import numpy as np
 
-from helpers.budget import statement
 from helpers import sandbox
+from helpers.budget import statement
 from helpers.envs.base import StepResult, Task
 
 HUB_ID = "agentica-org/DeepCoder-Preview-Dataset"

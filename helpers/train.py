@@ -178,19 +178,16 @@ def step_stats(
 class Monitor:
     """What a run logs every `train.eval_every` steps, on fixed training maps and a fixed probe pool.
 
-    `tasks` are the maps, `probes` the pool (`probe_pool`), `rs` the RL seed. R_multi (success at the full budget on
-    the maps) and two step-level rewards: `r_single_own`, the mean oracle
-    quality of the actions the current policy takes on its own trajectories of those maps (the paper's step-level
-    reward: it follows the states RL leads to), and `r_single`, the mean quality of actions the policy samples at
-    the probe pool's states from base trajectories (the same states at every step, so a change there is a change
-    of the policy, not of where it goes).
+    `tasks` are the maps, `probes` the pool (`probe_pool`), `rs` the RL seed. It logs R_multi (success at the full
+    budget on the maps) and two step-level rewards: `r_single_own`, the mean oracle quality of the actions the
+    current policy takes on its own trajectories of those maps (the paper's step-level reward: it follows the states
+    RL leads to), and `r_single`, the mean quality of actions the policy samples at the probe pool's states from
+    base trajectories (the same states at every step, so a change there is a change of the policy, not of where it
+    goes).
     """
 
-    def __init__(self, cfg: Config, probes: list[ProbeState], sampling: Sampling, rs: int):
-        self.cfg, self.probes, self.sampling, self.rs = cfg, probes, sampling, rs
-        self.tasks = load_tasks(
-            cfg.env.name, "train", n=cfg.train.eval_tasks, seed=cfg.seed + 29, **settings(cfg)
-        )
+    def __init__(self, cfg: Config, tasks: list, probes: list[ProbeState], sampling: Sampling, rs: int):
+        self.cfg, self.tasks, self.probes, self.sampling, self.rs = cfg, tasks, probes, sampling, rs
         self.live = ~dead_states(probes) if probes else np.zeros(0, dtype=bool)
 
     def __call__(self, policy: Policy) -> dict:

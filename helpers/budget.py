@@ -3,15 +3,22 @@
 The paper tells the agent its total and remaining turn budget every turn; `statement` is the one place that
 words it, so every environment says it the same way. BudgetMix RL draws one budget per task group from
 candidates at 10 % steps of T_max (unique values), uniformly.
+
+The budget modes of RL are defined here once: `full` gives every task group T_max, `budgetmix` a draw; nothing else
+differs. The single-process loop draws a step's budgets from the step's generator (`task_budgets`); the TRL path
+draws each group's from a generator seeded by sha256(profile seed, task id, trainer step) (`group_budget`), so every
+process that holds samples of a group draws the same budget.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 
 import numpy as np
 
 BUDGETMIX_FRACTIONS = tuple(round(0.1 * i, 1) for i in range(1, 11))
+BUDGET_MODES = ("full", "budgetmix")
 
 
 def statement(total: int, remaining: int) -> str:
@@ -44,6 +51,38 @@ def sample_budgets(t_max: int, n_groups: int, rng: np.random.Generator) -> list[
     """One budget per task group, drawn uniformly from the BudgetMix candidates."""
     cands = budgetmix_candidates(t_max)
     return [int(cands[i]) for i in rng.integers(0, len(cands), size=n_groups)]
+
+
+def check_mode(mode: str) -> None:
+    """Fail with a message naming the modes when `mode` is not a budget mode."""
+    if mode not in BUDGET_MODES:
+        raise ValueError(f"budget mode must be one of {BUDGET_MODES}, got {mode!r}")
+
+
+def step_budgets(mode: str, t_max: int, n_groups: int, rng: np.random.Generator) -> list[int]:
+    """One budget per task group: T_max (`full`) or a BudgetMix draw (`budgetmix`)."""
+    check_mode(mode)
+    if mode == "full":
+        return [t_max] * n_groups
+    return sample_budgets(t_max, n_groups, rng)
+
+
+def task_budgets(mode: str, t_maxes: list[int], rng: np.random.Generator) -> list[int]:
+    """One budget per task group from each task's own T_max (tasks of BFCL, say, differ in T_max)."""
+    if len(set(t_maxes)) == 1:
+        return step_budgets(mode, t_maxes[0], len(t_maxes), rng)
+    return [step_budgets(mode, t, 1, rng)[0] for t in t_maxes]
+
+
+def group_seed(seed: int, task_id: str, step: int) -> int:
+    """The seed of one task group's budget draw: the same in every process (sha256, not Python's hash())."""
+    digest = hashlib.sha256(f"budgetmix|{seed}|{task_id}|{step}".encode()).digest()
+    return int.from_bytes(digest[:8], "little")
+
+
+def group_budget(mode: str, task, seed: int, step: int) -> int:
+    """The budget of `task`'s group at trainer step `step`, from its own generator (`group_seed`)."""
+    return step_budgets(mode, task.t_max, 1, np.random.default_rng(group_seed(seed, task.task_id, step)))[0]
 
 
 def fraction_cells(tasks: list, fractions: list[float]) -> dict[tuple[float, int], list]:

@@ -11,6 +11,7 @@ Overrides use either nested dicts (`load("cpu", train={"lr": 1e-4})`) or double 
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import itertools
 import types
@@ -20,6 +21,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
+
+from helpers.envs import available
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CONFIG_DIR = REPO_ROOT / "configs"
@@ -109,8 +112,6 @@ class EnvConfig:
     extra: dict[str, dict] = field(default_factory=dict)
 
     def check(self, key: str) -> None:
-        from helpers.envs import available
-
         known = available()
         if self.name not in known:
             raise ConfigError(f"{key}.name: {self.name!r} is not an environment; known: {known}")
@@ -341,8 +342,6 @@ class ProcessConfig:
     n_samples: int = knob(8, "trajectories per test task and budget", ge=1)
 
     def check(self, key: str) -> None:
-        from helpers.envs import available
-
         if self.env is not None and self.env not in available():
             raise ConfigError(f"{key}.env: {self.env!r} is not an environment; known: {available()}")
         if len(set(self.algorithms)) != len(self.algorithms):
@@ -444,8 +443,6 @@ def load(profile: str | Path = "cpu", **overrides: Any) -> Config:
 def _per_env_blocks(per_env: Any) -> dict[str, dict]:
     """The profile's `per_env` mapping, checked: known environments, each a mapping that leaves `env.name`,
     `series` and `profile` alone."""
-    from helpers.envs import available
-
     if not isinstance(per_env, dict):
         raise ConfigError(f"per_env: expected a mapping of environment -> settings, got {per_env!r}")
     for name, block in per_env.items():
@@ -463,10 +460,6 @@ def _per_env_blocks(per_env: Any) -> dict[str, dict]:
 
 def _with_series(raw: dict, series: Any, block: dict, extra: dict) -> dict:
     """The profile `raw` as series `series` runs it: its `per_env` block, then the overrides, with env.name set."""
-    import copy
-
-    from helpers.envs import available
-
     if not isinstance(series, str) or series not in available():
         raise ConfigError(f"series: {series!r} is not an environment; known: {available()}")
     asked = (extra.get("env") or {}).get("name") if isinstance(extra.get("env"), dict) else None

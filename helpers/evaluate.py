@@ -14,6 +14,7 @@ import pandas as pd
 
 from helpers import store
 from helpers.envs.base import Task
+from helpers.metrics import bootstrap_ci, method_difference, method_summary, paired_bootstrap_diff
 from helpers.policy import HFPolicy, Policy, Sampling
 from helpers.progress import bar
 from helpers.rollout import Trajectory, rollout
@@ -116,8 +117,6 @@ def success_by_task(df: pd.DataFrame) -> pd.DataFrame:
 
 def budget_table(df: pd.DataFrame, n_boot: int = 1000, ci: float = 0.95, seed: int = 0) -> pd.DataFrame:
     """Success per (model, budget) as the mean over tasks of per-task success, with a bootstrap CI over tasks."""
-    from helpers.metrics import bootstrap_ci
-
     rows = []
     for (model, budget, fraction), g in success_by_task(df).groupby(
         ["model", "budget", "fraction"], sort=False
@@ -133,8 +132,6 @@ def gain_table(
 ) -> pd.DataFrame:
     """Success of model `a` minus model `b` per budget, in percentage points, with a paired bootstrap CI over
     tasks (both models were evaluated on the same tasks and samples)."""
-    from helpers.metrics import paired_bootstrap_diff
-
     per_task = success_by_task(df).pivot_table(index=["budget", "fraction", "task_id"], columns="model",
                                                values="success")  # fmt: skip
     rows = []
@@ -153,8 +150,6 @@ def method_table(
     """Success per (budget, method): the mean over a method's agents (its RL seeds; one agent for the base) of
     the mean over tasks, with an interval over seeds and tasks (`metrics.crossed_bootstrap`) and the per-seed
     values."""
-    from helpers.metrics import method_summary
-
     return method_summary(success_by_task(df), methods, "success", ["budget", "fraction"], n_boot, ci, seed)
 
 
@@ -163,8 +158,6 @@ def method_gain(
 ) -> pd.DataFrame:
     """Success of method `a` minus method `b` per budget, in points: mean over a's seeds minus mean over b's,
     with a bootstrap that resamples tasks jointly (paired) and each method's seeds independently."""
-    from helpers.metrics import method_difference
-
     out = method_difference(
         success_by_task(df), a, b, "success", ["budget", "fraction"], 100, n_boot, ci, seed
     )

@@ -43,6 +43,8 @@ import numpy as np
 import pandas as pd
 
 from helpers import store
+from helpers.config import REPO_ROOT
+from helpers.metrics import nested_bootstrap
 from helpers.policy import Policy
 from helpers.rollout import ChatFormat, Trajectory
 
@@ -341,8 +343,6 @@ def transcripts_file(setting: str | None, examples_path: str | Path) -> Path | N
     """The transcript file a profile names (`probing.transcripts`): None for none; "examples" writes the kit's own
     set (`example_transcripts`) to `examples_path` and returns it; a relative path is read from the repository
     root."""
-    from helpers.config import REPO_ROOT
-
     if setting is None:
         return None
     if setting == "examples":
@@ -357,7 +357,6 @@ def transcript_summary(nll: pd.DataFrame, llr: pd.DataFrame, n_boot: int = 1000,
     transcript, bootstrap over transcripts) from `action_nll`, and the final cumulative LLR of its successful
     transcripts from `cumulative_llr` rows of every RL seed (column `rl_seed`; mean over seeds, nested bootstrap).
     Agents without a successful transcript have no LLR entry."""
-    from helpers.metrics import nested_bootstrap
 
     def entry(v: tuple[float, float, float]) -> dict:
         return {"mean": v[0], "ci": [v[1], v[2]]}

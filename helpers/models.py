@@ -30,6 +30,7 @@ from transformers import (
     Qwen3ForCausalLM,
 )
 
+from helpers import attention  # registers the CPU attention (decoding without SDPA's slow masked path)
 from helpers.config import TinyModelConfig
 
 transformers.utils.logging.disable_progress_bar()  # loading a model is not a long loop worth a bar
@@ -148,10 +149,6 @@ def load(
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     if str(device).startswith("cpu") and "attn_implementation" not in kw:
-        from helpers import (
-            attention,  # registers the CPU attention (decoding without SDPA's slow masked path)
-        )
-
         kw["attn_implementation"] = attention.NAME
     model = AutoModelForCausalLM.from_pretrained(str(name_or_path), dtype=getattr(torch, dtype), **kw)
     return model.to(device).eval(), tokenizer

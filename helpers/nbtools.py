@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING
 
 import nbformat
 
+from helpers.config import REPO_ROOT
+
 if TYPE_CHECKING:
     from traitlets.config import Config as TraitletsConfig
 
@@ -119,8 +121,6 @@ _TEXT_TYPES = ("text/plain", "text/html", "text/markdown")
 
 def _machine_paths() -> list[str]:
     """Absolute folders of this machine that must not appear in a notebook's outputs."""
-    from helpers.config import REPO_ROOT
-
     found = {
         str(REPO_ROOT),
         tempfile.gettempdir().rstrip("/") + "/",

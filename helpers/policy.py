@@ -17,8 +17,9 @@ clean forward over the unpadded conversation.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 from transformers import DynamicCache
@@ -38,6 +39,10 @@ class Sampling:
     @classmethod
     def from_config(cls, cfg, seed: int | None = None) -> Sampling:
         return cls(cfg.temperature, cfg.top_p, cfg.max_new_tokens, seed)
+
+    def replace(self, **changes: Any) -> Sampling:
+        """This sampling with `changes` (e.g. another seed); every other field is kept, a new one included."""
+        return dataclasses.replace(self, **changes)
 
 
 @dataclass
@@ -61,17 +66,6 @@ class Policy(Protocol):
     def score(
         self, prompt_token_ids: list[list[int]], continuation_token_ids: list[list[int]]
     ) -> list[list[float]]: ...
-
-
-def load(name_or_path, backend: str = "hf", **kw) -> Policy:
-    """A policy over a model folder or hub name, with the `hf` or `vllm` backend."""
-    if backend == "hf":
-        return HFPolicy.from_pretrained(name_or_path, **kw)
-    if backend == "vllm":
-        from helpers.policy_vllm import VLLMPolicy
-
-        return VLLMPolicy.from_pretrained(name_or_path, **kw)
-    raise ValueError(f"backend must be 'hf' or 'vllm', got {backend!r}")
 
 
 MIN_SHARED_PREFIX = 16  # below this, running the prefix separately costs more than it saves
@@ -158,8 +152,7 @@ class Tempered:
         self.chat_kwargs = getattr(policy, "chat_kwargs", None)
 
     def generate(self, prompt_token_ids: list[list[int]], sampling: Sampling) -> list[Generation]:
-        tempered = Sampling(self.temperature, sampling.top_p, sampling.max_new_tokens, sampling.seed)
-        return self.policy.generate(prompt_token_ids, tempered)
+        return self.policy.generate(prompt_token_ids, sampling.replace(temperature=self.temperature))
 
     def score(self, prompt_token_ids, continuation_token_ids) -> list[list[float]]:
         return self.policy.score(prompt_token_ids, continuation_token_ids)
@@ -361,3 +354,32 @@ def _common_prefix_len(seqs: list[list[int]]) -> int:
         if any(s[i] != t for s in seqs):
             return i
     return n
+
+
+class AutocastHFPolicy(HFPolicy):
+    """HFPolicy whose forward passes run under `models.autocast(device, dtype)`: rollouts of a float32 trainable
+    model in the profile's compute precision, the one its PPO update runs in."""
+
+    def __init__(self, model, tokenizer, dtype: str, **kw: Any):
+        super().__init__(model, tokenizer, **kw)
+        models.autocast(self.device, dtype)  # an unknown dtype fails here, not at the first rollout
+        self.dtype = dtype
+
+    def generate(self, prompt_token_ids: list[list[int]], sampling: Sampling) -> list[Generation]:
+        """HFPolicy.generate under autocast."""
+        with models.autocast(self.device, self.dtype):
+            return super().generate(prompt_token_ids, sampling)
+
+    def score(
+        self, prompt_token_ids: list[list[int]], continuation_token_ids: list[list[int]]
+    ) -> list[list[float]]:
+        """HFPolicy.score under autocast."""
+        with models.autocast(self.device, self.dtype):
+            return super().score(prompt_token_ids, continuation_token_ids)
+
+
+def hf_policy(model, tokenizer, dtype: str = "float32", name: str = "policy") -> HFPolicy:
+    """An HF policy over `model` that computes in `dtype`: a plain HFPolicy for float32, else AutocastHFPolicy."""
+    if dtype == "float32":
+        return HFPolicy(model, tokenizer, name=name)
+    return AutocastHFPolicy(model, tokenizer, dtype, name=name)

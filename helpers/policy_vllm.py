@@ -1,4 +1,4 @@
-"""The vLLM backend of the Policy protocol, and how the RL loop rolls out with it colocated with training.
+"""The vLLM backend of the Policy protocol (vLLM only), and how it runs colocated with training.
 
 `VLLMPolicy` does what `helpers.policy.HFPolicy` does, on vLLM (GPU only):
 
@@ -31,10 +31,7 @@ caches would otherwise be out of vLLM's reach (an out-of-memory error on wake-up
 skip CUDA-graph capture and compilation (`enforce_eager=True`): slower decoding, a much faster start, which is what
 short runs such as `scripts/gpu_check.sh` want.
 
-`rollout_policy_for(cfg, model, tokenizer)` picks the policy the RL loop rolls out with, and `before_update` /
-`after_update` are the hooks around its optimiser step (no-ops for the HF backend, which shares the model). The
-trainer keeps float32 weights (`helpers.models.load_trainable`); with `model.dtype` bfloat16 the HF backend rolls
-out under the same autocast as the update (`AutocastHFPolicy`), so the sampling log-probs and the update's agree.
+Which backend a run uses, and the RL loop's hooks around its optimiser step, are `helpers.backends`'.
 
 vllm is imported lazily: this module imports without it, and using the backend without it is a clear error.
 """
@@ -46,8 +43,11 @@ import os
 from pathlib import Path
 from typing import Any
 
+import torch
+from transformers import AutoTokenizer
+
 from helpers import models
-from helpers.policy import Generation, HFPolicy, Sampling
+from helpers.policy import Generation, Sampling
 
 _SEED_MOD = 2**31 - 1
 ENFORCE_EAGER_ENV = "KIT_VLLM_ENFORCE_EAGER"
@@ -66,8 +66,6 @@ def llm_defaults() -> dict[str, Any]:
 def release_torch_cache() -> None:
     """Hand PyTorch's cached GPU blocks back to the driver, so a waking vLLM engine can map them (TRL does the same
     before its wake-up, "required to avoid OOM in some cases")."""
-    import torch
-
     gc.collect()
     torch.cuda.empty_cache()  # a no-op where CUDA was never initialised
 
@@ -125,8 +123,6 @@ class VLLMPolicy:
         # The engine must live in this process so its model can take the trainer's weights (see module docstring).
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
         vllm = require_vllm()
-        from transformers import AutoTokenizer
-
         tokenizer = AutoTokenizer.from_pretrained(str(name_or_path))
         if tokenizer.pad_token_id is None:
             tokenizer.pad_token = tokenizer.eos_token
@@ -240,8 +236,6 @@ class VLLMPolicy:
     def sync_weights(self, model) -> int:
         """Push `model`'s parameters (a Hugging Face model of the same architecture) into the engine, then drop
         the prefix cache. Returns the number of tensors pushed."""
-        import torch
-
         self._check_owner("sync_weights")
         runner_model = self.llm.llm_engine.model_executor.driver_worker.model_runner.model
         n = 0
@@ -255,81 +249,3 @@ class VLLMPolicy:
     def _check_awake(self) -> None:
         if self.asleep:
             raise RuntimeError(f"policy {self.name!r}: the vLLM engine is asleep; call wake_up(model) first")
-
-
-# --------------------------------------------------------------------------------------- the RL loop's hooks
-
-
-class AutocastHFPolicy(HFPolicy):
-    """HFPolicy whose forward passes run under `models.autocast(device, dtype)`: rollouts of a float32 trainable
-    model in the profile's compute precision, the one its PPO update runs in."""
-
-    def __init__(self, model, tokenizer, dtype: str, **kw: Any):
-        super().__init__(model, tokenizer, **kw)
-        models.autocast(self.device, dtype)  # an unknown dtype fails here, not at the first rollout
-        self.dtype = dtype
-
-    def generate(self, prompt_token_ids: list[list[int]], sampling: Sampling) -> list[Generation]:
-        """HFPolicy.generate under autocast."""
-        with models.autocast(self.device, self.dtype):
-            return super().generate(prompt_token_ids, sampling)
-
-    def score(
-        self, prompt_token_ids: list[list[int]], continuation_token_ids: list[list[int]]
-    ) -> list[list[float]]:
-        """HFPolicy.score under autocast."""
-        with models.autocast(self.device, self.dtype):
-            return super().score(prompt_token_ids, continuation_token_ids)
-
-
-def hf_policy(model, tokenizer, dtype: str = "float32", name: str = "policy") -> HFPolicy:
-    """An HF policy over `model` that computes in `dtype`: a plain HFPolicy for float32, else AutocastHFPolicy."""
-    if dtype == "float32":
-        return HFPolicy(model, tokenizer, name=name)
-    return AutocastHFPolicy(model, tokenizer, dtype, name=name)
-
-
-def rollout_policy_for(cfg, model, tokenizer, name: str = "policy"):
-    """The policy the RL loop rolls out with: the trainer's own model (`hf`, computing in `model.dtype`) or a
-    colocated vLLM engine (`vllm`) loaded from the same weights and kept in step with them by `after_update`."""
-    backend = cfg.model.backend
-    if backend == "hf":
-        return hf_policy(model, tokenizer, cfg.model.dtype, name=name)
-    if backend != "vllm":
-        raise ValueError(f"model.backend must be 'hf' or 'vllm', got {backend!r}")
-    device = models.resolve_device(cfg.model.device)
-    policy = VLLMPolicy.from_pretrained(
-        getattr(model, "name_or_path", None) or cfg.model.name_or_path, device=device, dtype=cfg.model.dtype,
-        name=name, gpu_memory_utilization=cfg.model.gpu_memory_utilization,
-        max_model_len=min(cfg.model.max_model_len, model.config.max_position_embeddings), enable_sleep_mode=True,
-        seed=cfg.seed,
-    )  # fmt: skip
-    policy.sync_weights(model)  # a resumed run's model differs from the files on disk
-    return policy
-
-
-def before_update(policy) -> None:
-    """Before the optimiser step: a colocated vLLM engine sleeps so the trainer has the GPU memory."""
-    if isinstance(policy, VLLMPolicy):
-        policy.sleep()
-
-
-def after_update(policy, model) -> None:
-    """After the optimiser step: a vLLM engine wakes up with the new weights; the HF policy shares the model, so
-    only its conversation cache is dropped."""
-    if isinstance(policy, VLLMPolicy):
-        policy.wake_up(model)
-    else:
-        policy.reset_cache()
-
-
-def load_for(cfg, path: str | Path, name: str):
-    """A policy over a saved model for evaluation, on the profile's backend (what the notebooks can call instead
-    of `HFPolicy.from_pretrained` to evaluate with vLLM on a GPU box)."""
-    from helpers.policy import load
-
-    if cfg.model.backend == "vllm":
-        return load(path, backend="vllm", device=cfg.model.device, dtype=cfg.model.dtype, name=name,
-                    gpu_memory_utilization=cfg.model.gpu_memory_utilization, max_model_len=cfg.model.max_model_len,
-                    seed=cfg.seed)  # fmt: skip
-    return load(path, backend="hf", device=cfg.model.device, dtype=cfg.model.dtype, name=name)

@@ -35,8 +35,9 @@ import pandas as pd
 
 from helpers.envs import make, require_step_oracle
 from helpers.envs.base import Env, Task
+from helpers.metrics import nested_bootstrap
 from helpers.policy import Generation, Policy, Sampling
-from helpers.rollout import Trajectory
+from helpers.rollout import Trajectory, continue_from
 
 
 @dataclass
@@ -159,8 +160,7 @@ def state_quality(policy: Policy, states: list[ProbeState], k: int, sampling: Sa
     `sampling.seed` is combined with the policy's name (`policy_seed`), so policies never share a stream.
     """
     if sampling.seed is not None:
-        sampling = Sampling(sampling.temperature, sampling.top_p, sampling.max_new_tokens,
-                            policy_seed(sampling.seed, policy.name))  # fmt: skip
+        sampling = sampling.replace(seed=policy_seed(sampling.seed, policy.name))
     gens = sample_actions(policy, states, k, sampling)
     return score_actions(states, [[g.text for g in row] for row in gens])
 
@@ -292,8 +292,6 @@ def seed_summary(
     `rl_seed`; each seed has its own states). For each (a, b) of `pairs`: the mean over seeds of the fraction of
     live states where a beats b, with a seeds-then-states bootstrap interval (`metrics.nested_bootstrap`), the
     per-seed values, and ties; and every policy's mean quality likewise. Dead states are counted apart."""
-    from helpers.metrics import nested_bootstrap
-
     groups = dict(tuple(per_state.groupby("rl_seed", sort=True)))
     out: dict = {"n_seeds": len(groups), "n_states_per_seed": [len(g) for g in groups.values()],
                  "n_dead_per_seed": [int(g["dead"].sum()) for g in groups.values()]}  # fmt: skip
@@ -377,7 +375,5 @@ def continuation_success(
     The policy samples from its own stream (`policy_seed`); the environment's noise of continuation j is the same
     for every policy (`rollout.continue_from`), so two policies are compared on the same draws of the ice.
     """
-    from helpers.rollout import continue_from
-
     trajs = continue_from(policy, states, n, sampling, seed=policy_seed(seed, policy.name))
     return np.array([t.success for t in trajs], dtype=float).reshape(len(states), n).mean(axis=1)

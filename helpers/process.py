@@ -37,14 +37,15 @@ is that of a uniformly random action: no information about the action's quality.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from helpers import algos
 from helpers.envs import make
-from helpers.envs.base import Task
+from helpers.envs.base import Task, env_class
 
 ALGORITHMS = ("grpo", "gigpo", "ppo", "oracle_q")
 
@@ -108,8 +109,6 @@ def step_group_sizes(trajs: Sequence) -> list[int]:
 
 def has_oracle(env_name: str) -> bool:
     """Whether the environment has the DP oracle the oracle-Q reward needs (`q_values`, `action_index`)."""
-    from helpers.envs.base import env_class
-
     cls = env_class(env_name)
     return all(hasattr(cls, m) for m in ("q_values", "action_index", "oracle_key"))
 
@@ -219,3 +218,93 @@ def outcome_token_rewards(traj, reward: float) -> torch.Tensor:
     last = max(i for i, m in enumerate(traj.gen_mask) if m)
     out[last - 1] = float(reward)
     return out
+
+
+# ------------------------------------------------------------------------------ per-token advantages, by estimator
+
+
+def _gigpo(trajs, cfg, rewards: torch.Tensor, adv: torch.Tensor, tasks: dict | None, seed: int,
+           values: list[torch.Tensor] | None) -> tuple[list, list | None, dict]:  # fmt: skip
+    """GiGPO: episode plus weighted step advantages, spread over each turn's tokens."""
+    per_turn = gigpo_turn_advantages(trajs, rewards.tolist(), cfg.train)
+    sizes = np.array(step_group_sizes(trajs))
+    stats = {"step_group_size_mean": float(sizes.mean()), "step_singleton_share": float(np.mean(sizes == 1))}
+    return [turn_token_advantages(t, a) for t, a in zip(trajs, per_turn, strict=True)], None, stats
+
+
+def _oracle_q(trajs, cfg, rewards: torch.Tensor, adv: torch.Tensor, tasks: dict | None, seed: int,
+              values: list[torch.Tensor] | None) -> tuple[list, list | None, dict]:  # fmt: skip
+    """Oracle-Q: GRPO's outcome advantage plus the weighted (possibly corrupted) process term of each turn."""
+    c = cfg.train
+    exact, reported = oracle_terms(trajs, tasks or {}, cfg.env.name, c.oracle_corruption, seed)
+    flat = [v for row in reported for v in row]
+    stats = {"process_term_mean": float(np.mean(flat)), **agreement(exact, reported)}
+    out = [turn_token_advantages(t, float(adv[i]) + c.oracle_weight * torch.tensor(reported[i]))
+           for i, t in enumerate(trajs)]  # fmt: skip
+    return out, None, stats
+
+
+def _gae(trajs, cfg, rewards: torch.Tensor, adv: torch.Tensor, tasks: dict | None, seed: int,
+         values: list[torch.Tensor] | None) -> tuple[list, list | None, dict]:  # fmt: skip
+    """PPO: token-level GAE on the critic's values; also the returns its value loss regresses on."""
+    c = cfg.train
+    if values is None:
+        raise ValueError("train.algorithm=ppo needs the critic's values")
+    width = max(len(t.token_ids) for t in trajs) - 1
+    r_tok, v_tok, m_tok = (torch.zeros(len(trajs), width) for _ in range(3))
+    for i, t in enumerate(trajs):
+        n = len(t.token_ids) - 1
+        r_tok[i, :n] = outcome_token_rewards(t, float(rewards[i]))
+        v_tok[i, :n] = values[i]
+        m_tok[i, :n] = torch.tensor(t.gen_mask[1:], dtype=torch.float)
+    a_tok, ret = algos.gae_advantages(r_tok, v_tok, m_tok, c.gae_gamma, c.gae_lam)
+    lens = [len(t.token_ids) - 1 for t in trajs]
+    v_var = algos.masked_var(ret - v_tok, m_tok, unbiased=False) / algos.masked_var(
+        ret, m_tok, unbiased=False
+    )
+    stats = {"value_mean": float(algos.masked_mean(v_tok, m_tok)),
+             "explained_variance": float(1 - v_var) if torch.isfinite(v_var) else None}  # fmt: skip
+    return [a_tok[i, :n] for i, n in enumerate(lens)], [ret[i, :n] for i, n in enumerate(lens)], stats
+
+
+@dataclass(frozen=True)
+class Estimator:
+    """What the RL loop needs to know of one estimator (`train.algorithm`)."""
+
+    name: str
+    # per-token advantages (trajs, cfg, rewards, adv, tasks, seed, values) -> (per token, returns, stats);
+    # None: GRPO's one outcome advantage per trajectory, broadcast over its generated tokens
+    token_advantages: Callable | None = None
+    critic: bool = False  # trains PPO's learned critic beside the policy (and warms it up first)
+    oracle: bool = False  # replays episodes against the environment's step oracle (needs one)
+    legacy_layout: bool = False  # GRPO: recipes, run folders and logs as they were before the others existed
+    notebook: str = "07_process_supervision"  # the notebook that trains its runs
+
+
+ESTIMATORS: dict[str, Estimator] = {
+    "grpo": Estimator("grpo", legacy_layout=True, notebook="01_grpo_training"),
+    "gigpo": Estimator("gigpo", _gigpo),
+    "ppo": Estimator("ppo", _gae, critic=True),
+    "oracle_q": Estimator("oracle_q", _oracle_q, oracle=True),
+}
+
+
+def estimator(name: str) -> Estimator:
+    """The estimator `train.algorithm` names (a clear error for an unknown one)."""
+    check_algorithm(name)
+    return ESTIMATORS[name]
+
+
+def token_advantages(trajs, cfg, rewards: torch.Tensor, adv: torch.Tensor, tasks: dict | None = None,
+                     seed: int = 0, values: list[torch.Tensor] | None = None) -> tuple[list, list | None, dict]:  # fmt: skip
+    """Per-token advantages of every trajectory for the estimators other than GRPO, as vectors aligned with
+    `token_logprobs` (the module docstring says what each estimator gives a token), PPO's returns, and statistics.
+
+    `rewards` are the outcome rewards, `adv` GRPO's outcome advantages (the oracle-Q reward builds on them);
+    `tasks` maps task ids to tasks (the oracle replays episodes), `seed` is the RL seed (it fixes the corrupted
+    oracle) and `values` the critic's values of each trajectory (PPO).
+    """
+    est = estimator(cfg.train.algorithm)
+    if est.token_advantages is None:
+        raise ValueError(f"token_advantages: no per-token advantages for algorithm {est.name!r}")
+    return est.token_advantages(trajs, cfg, rewards, adv, tasks, seed, values)

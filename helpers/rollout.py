@@ -309,7 +309,7 @@ def _lock_step(policy, chat, trajs, envs, sampling, seed, step_quality) -> None:
 
 def _turn_sampling(sampling: Sampling, seed: int, turn: int) -> Sampling:
     base = sampling.seed if sampling.seed is not None else seed
-    return Sampling(sampling.temperature, sampling.top_p, sampling.max_new_tokens, seed=base * 1009 + turn)
+    return sampling.replace(seed=base * 1009 + turn)
 
 
 def summarize(trajs: list[Trajectory]) -> dict[str, Any]:

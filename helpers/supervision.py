@@ -165,13 +165,14 @@ def evaluate(cfg: Config, models: dict[str, Path], run: store.Run) -> pd.DataFra
     """Success records of every model at every fraction of each test task's own T_max (`eval.budget_fractions`).
 
     The same tasks, samples and seed for every model (paired comparisons). One model is loaded at a time, on the
-    profile's backend (`policy_vllm.load_for`), and dropped before the next. Records are kept per (fraction,
+    profile's backend (`backends.load_for`), and dropped before the next. Records are kept per (fraction,
     budget) in the run's folder, so an interrupted evaluation resumes; tasks whose T_max differ (BFCL) get their
     own budget at the same fraction, and the `fraction` column is the nominal fraction.
     """
     from helpers import evaluate as ev
+    from helpers.backends import load_for
     from helpers.policy import Sampling
-    from helpers.policy_vllm import load_for, release_torch_cache
+    from helpers.policy_vllm import release_torch_cache
     from helpers.progress import bar
 
     c = experiment_profile(cfg)

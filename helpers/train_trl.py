@@ -49,36 +49,23 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import numpy as np
+import yaml
+from transformers import AutoTokenizer
+from transformers.trainer_utils import get_last_checkpoint
 
-from helpers import base_model, models, store
-from helpers import budget as budget_lib
+from helpers import base_model, models
 from helpers import config as config_lib
+from helpers.budget import BUDGET_MODES, check_mode, group_budget
 from helpers.config import Config
 from helpers.envs import load_tasks, settings
 from helpers.envs.base import Task
-from helpers.policy import Sampling
-from helpers.policy_vllm import hf_policy, llm_defaults
+from helpers.policy import Sampling, hf_policy
+from helpers.policy_vllm import VLLMPolicy, llm_defaults
+from helpers.ppo import rl_reward
+from helpers.rl_runs import PROCESS_KEYS, recipe_dir, rl_dir
 from helpers.rollout import ChatFormat, Trajectory, rollout
-from helpers.train import BUDGET_MODES, PROCESS_KEYS, rl_dir, rl_reward
 
 REWARD_KEY = "env_reward"
-
-
-def group_seed(seed: int, task_id: str, step: int) -> int:
-    """The seed of one task group's budget draw: the same in every process (sha256, not Python's hash())."""
-    digest = hashlib.sha256(f"budgetmix|{seed}|{task_id}|{step}".encode()).digest()
-    return int.from_bytes(digest[:8], "little")
-
-
-def group_budget(mode: str, task: Task, seed: int, step: int) -> int:
-    """The budget of `task`'s group at trainer step `step`: T_max (`full`) or a BudgetMix draw (`budgetmix`)."""
-    if mode == "full":
-        return task.t_max
-    if mode == "budgetmix":
-        rng = np.random.default_rng(group_seed(seed, task.task_id, step))
-        return budget_lib.sample_budgets(task.t_max, 1, rng)[0]
-    raise ValueError(f"budget mode must be one of {BUDGET_MODES}, got {mode!r}")
 
 
 def runs(prompts: list[str]) -> list[tuple[str, int]]:
@@ -103,8 +90,7 @@ class KitRollout:
     """TRL `rollout_func`: the kit's lock-step multi-turn rollout over the tasks named by the prompts."""
 
     def __init__(self, cfg: Config, mode: str, tasks: list[Task], tokenizer, chat_kwargs: dict | None = None):
-        if mode not in BUDGET_MODES:
-            raise ValueError(f"budget mode must be one of {BUDGET_MODES}, got {mode!r}")
+        check_mode(mode)
         self.cfg, self.mode = cfg, mode
         self.tasks = {t.task_id: t for t in tasks}
         if len(self.tasks) != len(tasks):
@@ -125,7 +111,9 @@ class KitRollout:
         )
         self.calls += 1
         args = trainer.args
-        sampling = Sampling(args.temperature, args.top_p, self.cfg.sampling.max_new_tokens)
+        sampling = Sampling.from_config(self.cfg.sampling).replace(
+            temperature=args.temperature, top_p=args.top_p
+        )
         # One rollout call per group size (normally a single call: every process holds whole groups of G).
         groups = runs(prompts)
         trajs_by_group: list[list[Trajectory]] = [[] for _ in groups]
@@ -157,8 +145,6 @@ class KitRollout:
     def _policy(self, trainer):
         """The policy over the trainer's current weights, for the duration of one rollout."""
         if trainer.use_vllm:
-            from helpers.policy_vllm import VLLMPolicy
-
             gen = trainer.vllm_generation
             # TRL synced the weights before calling us; with sleep mode it left the engine's KV cache asleep (its own
             # generate() wakes it), so do what its generate() does around the call.
@@ -262,8 +248,7 @@ def trl_dir(cfg: Config, mode: str, use_vllm: bool = False) -> Path:
               "train": {k: v for k, v in dataclasses.asdict(cfg.train).items() if k not in NEW_TRAIN_KEYS},
               "sampling": dataclasses.asdict(cfg.sampling), "env": cfg.env.name, "env_settings": settings(cfg),
               "seed": cfg.seed}  # fmt: skip
-    digest = hashlib.sha256(json.dumps(recipe, sort_keys=True, default=str).encode()).hexdigest()[:10]
-    return store.models_dir(cfg.profile) / f"trl-{mode}-{digest}"
+    return recipe_dir(cfg, f"trl-{mode}", recipe)
 
 
 def build_trainer(cfg: Config, mode: str = "full", max_steps: int | None = None, output_dir: str | Path | None = None,
@@ -281,8 +266,7 @@ def build_trainer(cfg: Config, mode: str = "full", max_steps: int | None = None,
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
-    if mode not in BUDGET_MODES:
-        raise ValueError(f"budget mode must be one of {BUDGET_MODES}, got {mode!r}")
+    check_mode(mode)
     c = cfg.train
     path = base_model.path_of(cfg)
     device = models.resolve_device(cfg.model.device)
@@ -338,8 +322,6 @@ def build_trainer(cfg: Config, mode: str = "full", max_steps: int | None = None,
 
 
 def _tokenizer(path):
-    from transformers import AutoTokenizer
-
     tok = AutoTokenizer.from_pretrained(str(path))
     if tok.pad_token_id is None:
         tok.pad_token = tok.eos_token
@@ -356,8 +338,6 @@ def train(cfg: Config, mode: str = "full", max_steps: int | None = None, publish
     `publish=True` also copies the final model to where the analysis notebooks (03-06) look for the `mode` model
     (`helpers.train.trained_model(cfg, mode)`), so they analyse the TRL-trained model.
     """
-    from transformers.trainer_utils import get_last_checkpoint
-
     trainer = build_trainer(cfg, mode, max_steps=max_steps, **kw)
     out = Path(trainer.args.output_dir)
     final = out / "final"
@@ -401,8 +381,6 @@ def main(argv: list[str] | None = None) -> int:
 def parse_overrides(items: list[str]) -> dict:
     """`["model.device=cuda", "train.lr=1e-6"]` -> `{"model__device": "cuda", "train__lr": 1e-6}` (YAML values;
     YAML 1.1 reads `1e-6`, without a dot, as a string, so a string that is a plain number becomes a float)."""
-    import yaml
-
     out = {}
     for item in items:
         key, sep, value = item.partition("=")

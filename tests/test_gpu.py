@@ -104,7 +104,7 @@ def test_vllm_matches_hf(tiny, vllm_policy):
 def test_grpo_steps_with_vllm_rollouts_and_weight_sync(tiny, vllm_policy):
     """Two RL steps as `rl_train` takes them with the vLLM backend: roll out with vLLM, sleep, PPO update, wake up
     with the new weights. vLLM's log-probs must move, and agree with the trained HF model's."""
-    from helpers.policy_vllm import after_update, before_update
+    from helpers.backends import after_update, before_update
 
     cfg, path, _ = tiny
     # a large step, so the change is unmistakable; 8 groups of 8, so some group has rewards that differ
@@ -172,12 +172,10 @@ def test_request_seeds_are_distinct_and_stable():
 
 
 def test_vllm_backend_refuses_cpu_and_hf_backend_shares_the_model(tiny):
-    from helpers.policy_vllm import after_update, before_update, rollout_policy_for
+    from helpers.backends import after_update, before_update, load, rollout_policy_for
 
     cfg, path, _ = tiny
     with pytest.raises(ValueError, match="CUDA"):
-        from helpers.policy import load
-
         load(path, backend="vllm", device="cpu")
     model, tok = models.load(path)
     policy = rollout_policy_for(cfg, model, tok, name="full")

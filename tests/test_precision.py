@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import base_model, config, models, store, train
+from helpers import base_model, config, models, ppo, store, train
+from helpers.backends import rollout_policy_for
 from helpers.envs import load_tasks, settings
-from helpers.policy import HFPolicy, Sampling
-from helpers.policy_vllm import AutocastHFPolicy, rollout_policy_for
+from helpers.policy import AutocastHFPolicy, HFPolicy, Sampling
 from helpers.rollout import rollout
 
 BF16 = {"model__dtype": "bfloat16", "train__lr": 1e-6}
@@ -108,7 +108,7 @@ def test_rl_train_in_bf16_trains_float32_weights_under_autocast(smoke, monkeypat
     weights, its reference in bfloat16, and every saved weight moved (via scripts/gpu_check_steps.py on CPU)."""
     cfg, _, _ = smoke
     seen = []
-    original = train.token_logprobs
+    original = ppo.token_logprobs
 
     def recording(model, ids, attn, **kw):
         dtype = next(model.parameters()).dtype
@@ -121,7 +121,7 @@ def test_rl_train_in_bf16_trains_float32_weights_under_autocast(smoke, monkeypat
         )
         return original(model, ids, attn, **kw)
 
-    monkeypatch.setattr(train, "token_logprobs", recording)
+    monkeypatch.setattr(ppo, "token_logprobs", recording)
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
     try:
         import gpu_check_steps

@@ -113,7 +113,7 @@ def test_budgetmix_budgets_are_shared_by_processes(run):
     assert all(len(b) == 1 for b in by_task.values())  # one budget per task group
     # the draw depends only on (seed, task id, step): another interpreter with another hash salt agrees
     # (the function's own source, run alone: importing the kit in two more interpreters would take seconds)
-    code = f"import hashlib\n{inspect.getsource(tt.group_seed)}\nprint(group_seed(0, 'task-7', 3))"
+    code = f"import hashlib\n{inspect.getsource(budget_lib.group_seed)}\nprint(group_seed(0, 'task-7', 3))"
     outs = {
         subprocess.run(
             [sys.executable, "-c", code],
@@ -124,10 +124,11 @@ def test_budgetmix_budgets_are_shared_by_processes(run):
         ).stdout.strip()
         for salt in ("1", "2")
     }
-    assert outs == {str(tt.group_seed(0, "task-7", 3))}
+    assert outs == {str(budget_lib.group_seed(0, "task-7", 3))}
     task = trainer.kit_rollout.tasks[trajs[0].task_id]
-    assert len({tt.group_budget("budgetmix", task, 0, step) for step in range(40)}) > 1  # varies across steps
-    assert tt.group_budget("full", task, 0, 5) == task.t_max
+    draw = budget_lib.group_budget
+    assert len({draw("budgetmix", task, 0, step) for step in range(40)}) > 1  # varies across steps
+    assert draw("full", task, 0, 5) == task.t_max
 
 
 def test_geometry_and_groups():

@@ -1,0 +1,62 @@
+"""Several RL runs at once: each in its own worker process, with one progress bar per run.
+
+The tiny model's steps are small-matrix bound, so two runs with one thread each finish sooner on two cores than
+one after the other with two threads. The base and the probe pool are built first, in the parent, so the workers
+never race to write the same files; progress comes from the runs' metrics logs.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import multiprocessing as mp
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+from helpers import base_model
+from helpers.config import Config
+from helpers.progress import bar
+from helpers.rl_runs import build_probe_pool, is_complete, probe_pool_path, read_metrics, rl_dir, run_label
+
+TrainFn = Callable[[Config, str, int], Path]
+
+
+def _run_in_worker(train: TrainFn, cfg: Config, mode: str, seed: int, threads: int) -> str:
+    os.environ["KIT_WORKER"] = "1"
+    torch.set_num_threads(threads)
+    return str(train(cfg, mode, seed))
+
+
+def train_many(runs: list[tuple[Config, str, int]], train: TrainFn, workers: int | None = None) -> list[Path]:
+    """Run `train(cfg, mode, seed)` for every (profile, mode, RL seed) of `runs`, `workers` at a time in separate
+    processes (default: the first profile's `train.parallel_runs`); returns the final model paths in the order of
+    `runs`. `train` must be picklable (a module-level function: the workers are spawned).
+
+    Finished runs are reused; each run resumes on its own.
+    """
+    if not runs:
+        return []
+    for cfg in {id(c): c for c, _, _ in runs}.values():
+        base_model.path_of(cfg)
+    workers = max(1, min(workers or runs[0][0].train.parallel_runs, len(runs)))
+    todo = [r for r in runs if not is_complete(rl_dir(*r) / "final")]
+    if workers == 1 or len(todo) <= 1:
+        return [train(c, m, s) for c, m, s in runs]
+    for cfg in {probe_pool_path(c): c for c, _, _ in todo}.values():
+        build_probe_pool(cfg)  # here, once: parallel workers would race to write the same file
+    threads = max(1, (os.cpu_count() or 1) // workers)
+    bars = [bar(total=c.train.steps, desc=f"RL {run_label(c, m)} seed {s}", leave=False) for c, m, s in todo]
+    with cf.ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as pool:
+        pending = {pool.submit(_run_in_worker, train, c, m, s, threads) for c, m, s in todo}
+        while pending:
+            done, pending = cf.wait(pending, timeout=2.0)
+            for r, b in zip(todo, bars, strict=True):
+                steps = max((row["step"] for row in read_metrics(*r)), default=0)
+                b.update(steps - b.n)
+            for f in done:
+                f.result()  # a failed run raises here, naming its traceback
+    for b in bars:
+        b.close()
+    return [rl_dir(*r) / "final" for r in runs]

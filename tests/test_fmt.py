@@ -25,7 +25,11 @@ def test_signed_percent_points():
     assert fmt.signed(8.66, 1) == "+8.7" and fmt.signed(None) == "n/a"
     assert fmt.percent(0.714) == "71.4 %" and fmt.percent(0.5, 0) == "50 %"
     assert fmt.percent(None) == "n/a" and fmt.percent(float("nan")) == "NaN"
-    assert fmt.points(0.116) == "+11.6" and fmt.points(-0.0004) == "0.0" and fmt.points(0.116, sign=False) == "11.6"
+    assert (
+        fmt.points(0.116) == "+11.6"
+        and fmt.points(-0.0004) == "0.0"
+        and fmt.points(0.116, sign=False) == "11.6"
+    )
 
 
 def test_interval_and_estimate():
@@ -45,7 +49,9 @@ def test_entry_reads_a_metrics_entry():
     assert fmt.entry(change, "change", signed=True) == "+0.124 [+0.047, +0.197]"  # <key>_ci where present
     win = {"better": 0.598, "better_ci": [0.54, 0.659]}
     assert fmt.entry(win, "better", scale=100, digits=1, unit="%") == "59.8 % [54.0, 65.9]"
-    assert fmt.entry(None) == "n/a" and fmt.entry({}) == "n/a" and fmt.entry({"change": None}, "change") == "n/a"
+    assert (
+        fmt.entry(None) == "n/a" and fmt.entry({}) == "n/a" and fmt.entry({"change": None}, "change") == "n/a"
+    )
 
 
 def test_side_is_the_verdict_of_an_interval():

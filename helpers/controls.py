@@ -92,3 +92,9 @@ def agents(
 def seeds_of(names, method: str) -> list[str]:
     """The roster names of one method (`grpo`, `budgetmix`), in seed order."""
     return sorted((n for n in names if n.startswith(f"{method}-s")), key=lambda n: int(n.rsplit("-s", 1)[1]))
+
+
+def methods(names) -> dict[str, list[str]]:
+    """The methods the notebooks compare and the roster names of each: the base, the sharpened base, and GRPO's and
+    BudgetMix's RL seeds (a method's number is the mean over its names)."""
+    return {"base": ["base"], "sharp": ["sharp"], **{m: seeds_of(names, m) for m in ("grpo", "budgetmix")}}

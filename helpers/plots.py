@@ -15,7 +15,7 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.ticker import FuncFormatter, NullLocator
 
-from helpers import metrics
+from helpers import fmt, metrics
 
 sns.set_theme(style="whitegrid", context="notebook")
 PALETTE = {
@@ -34,13 +34,10 @@ PALETTE = {
 # ------------------------------------------------------------------------------------------ numbers, tables
 
 
-def number(x: float, digits: int = 3) -> str:
-    """`x` in fixed point with `digits` decimals: never e-notation, and a value that rounds to zero prints as 0
-    (not -0); NaN prints as NaN."""
-    if x is None or (isinstance(x, float) and np.isnan(x)):
-        return "NaN"
-    s = f"{float(x):.{digits}f}"
-    return s.lstrip("-") if float(s) == 0 else s
+def number(x: float | None, digits: int = 3) -> str:
+    """`x` in fixed point with `digits` decimals (`helpers.fmt.number`: never e-notation, a value that rounds to
+    zero prints as 0, not -0; NaN prints as NaN, None as n/a)."""
+    return fmt.number(x, digits)
 
 
 def _cell(x: object, digits: int) -> object:
@@ -64,11 +61,14 @@ def _labels(index: pd.Index, digits: int) -> pd.Index:
     return index.round(digits) if index.dtype.kind == "f" else index
 
 
-def table(data: pd.DataFrame | pd.Series, digits: int = 3) -> pd.DataFrame:
-    """A table for display in a notebook: every float in fixed point with `digits` decimals (no e-notation such as
-    6.950000e-01, no -0.000), floats in list cells too, float index and column labels rounded to at least 3
-    decimals; integers, booleans and text unchanged. The values become text: use it for the last expression of a
-    cell, not for further computation."""
+def table(data: pd.DataFrame | pd.Series | None, digits: int = 3) -> pd.DataFrame | None:
+    """A table for display in a notebook: every float in fixed point with `digits` decimals (`number`: no
+    e-notation such as 6.950000e-01, no -0.000), floats in list cells too, float index and column labels rounded to
+    at least 3 decimals; integers, booleans and text unchanged. The values become text: use it for the last
+    expression of a cell, not for further computation. None (a section that does not apply to this series) stays
+    None, so the cell shows nothing."""
+    if data is None:
+        return None
     df = data.to_frame() if isinstance(data, pd.Series) else data
     cols = []
     for i in range(df.shape[1]):

@@ -26,8 +26,10 @@ import numpy as np
 import pandas as pd
 
 from helpers import budget as budget_lib
-from helpers import metrics, store, train
+from helpers import fmt, metrics, store, train
+from helpers.budgetmix import fraction_label, gain_cells
 from helpers.config import Config
+from helpers.dynamics import change
 from helpers.envs import load_tasks, settings
 
 MODES = train.BUDGET_MODES
@@ -335,7 +337,7 @@ def _per(frame: pd.DataFrame, key: str, col: str, fmt=str) -> dict[str, dict]:
 
 def summary(cfg: Config, runs: list[GridRun], table: pd.DataFrame, gains: pd.DataFrame, dyn: dict,
             precision: pd.DataFrame) -> dict:  # fmt: skip
-    """Everything notebook 07 reports, for its metrics.json (and `helpers.report`'s findings)."""
+    """Everything notebook 07 reports, for its metrics.json (and `findings`)."""
     from helpers import paper
 
     c = experiment_profile(cfg)
@@ -377,3 +379,156 @@ def summary(cfg: Config, runs: list[GridRun], table: pd.DataFrame, gains: pd.Dat
         "upper_bound": None if ub is None else {f"{f:g}": v for f, v in ub.items()},
         "paper": {"claim": paper.PROCESS_SUPERVISION},
     }
+
+
+# ------------------------------------------------------------------------------------------------ findings
+
+
+def _where(m: dict, key: str, side: str) -> list[str]:
+    return [
+        f"{fmt.number(float(f), 0, scale=100)} %"
+        for f, v in m["gains_ci"][key].items()
+        if fmt.side(*v) == side
+    ]
+
+
+def _stabilises(m: dict, key: str) -> str:
+    """The paper's FrozenLake claim for one estimator: better than GRPO across budgets, at tight ones most."""
+    g, ci = m["gains_points"][key], m["gains_ci"][key]
+    fr = list(g)
+    tight, loose = fr[0], fr[-1]
+    above, below = _where(m, key, "above 0"), _where(m, key, "below 0")
+    if ci[tight][0] > 0 and g[tight] >= g[loose]:
+        verdict = (f"as in the paper: above GRPO at the tightest budget ({fmt.number(float(tight), 0, scale=100)} % of T_max), and "
+                   "by more than at the full budget")  # fmt: skip
+    elif above:
+        verdict = (
+            f"in part: above GRPO at {', '.join(above)} of T_max, not the pattern of the tightest budget most"
+        )
+    elif below:
+        verdict = f"not here: below GRPO at {', '.join(below)} of T_max"
+    else:
+        verdict = "not shown here: no budget's interval excludes 0"
+    return verdict
+
+
+def precision_key(mode: str, level: str) -> str:
+    """The gains key of the oracle corrupted at `level` against GRPO in the same budget mode."""
+    suffix = "" if mode == "full" else f"+{mode}"
+    name = f"oracle_q{suffix}" if float(level) == 0 else f"oracle_q{suffix}@{level}"
+    return f"{name} - grpo{suffix}"
+
+
+def method_order(m: dict):
+    """Sort key of method names in the grid's order: estimator, then full budget before BudgetMix."""
+    rank = {a: i for i, a in enumerate(m["algorithms"])}
+    return lambda name: (rank.get(name.split("+")[0].split("@")[0], len(rank)), "+" in name, name)
+
+
+def findings(m: dict) -> list[str]:
+    """What notebook 07 found: success of every estimator in both budget modes, the paper's claims for each, the
+    precision curve and the training dynamics."""
+    fr = list(next(iter(m["success"].values())))
+    order = method_order(m)
+    n_seeds = len(m["seeds"])
+    lines = [
+        f"{m['env']}: {', '.join(m['algorithms'])}, each at the full budget and with BudgetMix; {n_seeds} RL "
+        f"seed{'s' if n_seeds > 1 else ''} ({', '.join(map(str, m['seeds']))}), {m['steps']} RL steps per run; "
+        f"{m['n_test_tasks']} test tasks x {m['n_samples']} samples per cell; success at {fraction_label(fr)} % of "
+        "T_max, points with 95 % intervals over seeds and tasks."
+    ]
+    if m["reduced"]:
+        lines.append(
+            f"- **Reduced grid** ({n_seeds} seed{'s' if n_seeds > 1 else ''}, {m['steps']} of {m['train_steps']} "
+            "steps): "
+            + ("with one seed the intervals cover the test tasks only, not the variance of training; " if n_seeds == 1 else "")
+            + "the full grid is `configs/cpu_process.yaml` on the cpu tier."
+        )  # fmt: skip
+    if m["grpo_from_longer_runs"]:
+        lines.append(
+            f"- GRPO's and BudgetMix's models are the profile's GRPO runs (notebook 01) after {m['steps']} steps."
+        )
+    ub = m.get("upper_bound")
+    lines.append(
+        "- **Success:** "
+        + "; ".join(
+            f"{k} {fmt.joined(m['success'][k])}" for k in sorted(m["success"], key=order) if "@" not in k
+        )
+        + (f"; structural upper bound {fmt.joined(ub)}." if ub else ".")
+    )
+    gains = m["gains_points"]
+    claim = m["paper"]["claim"]
+    lines.append(f"- **The paper's claims:** {claim}.")
+    for algo in ("oracle_q", "gigpo"):
+        key = f"{algo} - grpo"
+        if key in gains and m["env"] == "frozenlake":
+            lines.append(
+                f"- **{algo} minus GRPO** (full budget): {gain_cells(m, key)} points: {_stabilises(m, key)}."
+            )
+    for algo in ("ppo", "gigpo"):
+        key = f"{algo} - grpo"
+        if key not in gains or (algo == "gigpo" and m["env"] == "frozenlake"):
+            continue
+        tight = [f for f in gains[key] if float(f) < 1]
+        better = [f"{fmt.number(float(f), 0, scale=100)} %" for f in tight if m["gains_ci"][key][f][0] > 0]
+        setting = "a learned critic, no oracle" if algo == "ppo" else "no exact step oracle"
+        lines.append(
+            f"- **{algo} minus GRPO** ({setting}): {gain_cells(m, key)} points: "
+            + (f"better than GRPO at {', '.join(better)} of T_max (the paper, on BFCL: no better under constrained "
+               "budgets)" if better else "no better than GRPO at any constrained budget, as the paper finds on BFCL")
+            + "."
+        )  # fmt: skip
+    for mode_key in sorted((k for k in gains if k.endswith("+budgetmix - grpo+budgetmix")), key=order):
+        lines.append(f"- **{mode_key}:** {gain_cells(m, mode_key)} points.")
+    mix = sorted((k for k in gains if k.split(" - ")[0] == f"{k.split(' - ')[-1]}+budgetmix"), key=order)
+    if mix:
+        first = fr[0]
+        helped = [k.split(" - ")[-1] for k in mix if m["gains_ci"][k][first][0] > 0]
+        lines.append(
+            "- **BudgetMix in each estimator** (BudgetMix minus full budget): "
+            + "; ".join(f"{k.split(' - ')[-1]} {gain_cells(m, k)}" for k in mix)
+            + f" points; above 0 at {fmt.number(float(first), 0, scale=100)} % of T_max for {', '.join(helped) or 'none of them'} "
+            "(the paper: BudgetMix drops into GRPO, GiGPO and PPO unchanged)."
+        )  # fmt: skip
+    p = m["precision"]
+    if p["levels"]:
+        levels = [f"{lv:g}" for lv in p["levels"]]
+        lines.append(
+            f"- **Precision** (oracle-Q, {p['mode']} budget; corruption = share of states whose action values the "
+            "oracle shuffles): success at "
+            + "; ".join(f"{fmt.number(float(f), 0, scale=100)} % " + fmt.joined([p["success"][lv][f] for lv in levels]) for f in fr)
+            + f" at levels {' / '.join(levels)}."
+        )  # fmt: skip
+        corr = [p["process_corr"].get(lv) for lv in levels]
+        lines.append(
+            "  Correlation of the reported with the exact process term during training: "
+            + fmt.joined(corr)
+            + "."
+        )
+        gk = {lv: precision_key(p["mode"], lv) for lv in levels}
+        first = fr[0]
+        pts = {lv: (gains[k][first], m["gains_ci"][k][first]) for lv, k in gk.items() if k in gains}
+        if pts:
+            kept = [lv for lv, (_, ci) in pts.items() if ci[0] > 0]
+            lines.append(
+                f"  Gain over GRPO at {fmt.number(float(first), 0, scale=100)} % of T_max: "
+                + " / ".join(fmt.estimate(v, ci, digits=1, signed=True) for v, ci in pts.values())
+                + f" points at levels {' / '.join(pts)}; the interval is above 0 at "
+                + (f"level{'s' if len(kept) > 1 else ''} {', '.join(kept)}" if kept else "no level")
+                + "."
+            )
+    dyn = m["dynamics"]
+    parts = []
+    for name in sorted(dyn, key=order):
+        d = dyn[name]
+        if "@" in name or "R_multi" not in d:
+            continue
+        rs = f", R_single {change(d['R_single'])}" if "R_single" in d else ""
+        parts.append(f"{name} R_multi {change(d['R_multi'])}{rs}")
+    if parts:
+        lines.append(
+            "- **Training dynamics** (change from the first to the last evaluation): "
+            + "; ".join(parts)
+            + "."
+        )
+    return lines

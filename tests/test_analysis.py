@@ -199,12 +199,3 @@ def test_transcripts_of_other_agents_can_be_analysed(setup):
     )
     nll = likelihood.action_nll(a, [tr])
     assert len(nll) == 2 and (nll["nll_mean"] > 0).all()
-
-
-def test_report_prints_no_negative_zero():
-    from helpers.report import no_negative_zero
-
-    assert (
-        no_negative_zero("gain -0.0 [-0.0, +6.9], -0.05, -10.0, -0")
-        == "gain 0.0 [0.0, +6.9], -0.05, -10.0, 0"
-    )

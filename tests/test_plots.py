@@ -57,6 +57,7 @@ def test_table_has_no_e_notation_and_no_minus_zero():
     assert t["n"].tolist() == [1, 2, 3] and t["ok"].tolist() == [True, False, True]
     assert list(t.index) == [0.25, 0.5, 0.0]
     assert plots.table(df["b"], 1).iloc[:, 0].tolist() == ["0.0", "5.2", "3.0"]  # a Series becomes a table
+    assert plots.table(None) is None  # a section that does not apply to the series shows nothing
 
 
 def test_table_rounds_float_levels_of_a_multiindex():

@@ -503,8 +503,6 @@ def test_gigpo_groups_bfcl_steps_by_observation_without_an_oracle():
 
 def test_the_report_finds_every_comparison_the_grid_makes(tmp_path, monkeypatch):
     # The precision lines of the findings look gains up by name: the names must be the grid's own.
-    from helpers import report
-
     monkeypatch.setenv("KIT_RESULTS", str(tmp_path))
     for mode in ("full", "budgetmix"):
         runs = supervision.grid(
@@ -512,7 +510,7 @@ def test_the_report_finds_every_comparison_the_grid_makes(tmp_path, monkeypatch)
         )
         keys = supervision.comparisons(runs)
         for level in ("0", "0.5", "1"):
-            assert report._precision_key(mode, level) in keys
+            assert supervision.precision_key(mode, level) in keys
         assert f"{supervision.method_name('gigpo', 'budgetmix')} - gigpo" in keys
 
 

@@ -1,0 +1,260 @@
+"""Notebook 03's analysis: Pass@(K,T), sampling breadth against interaction depth. Does RL extend the Pass@K
+boundary at every K, and does its advantage grow with the turn budget T (and shrink or reverse at small T)?
+
+`sweep` lays out the T values, `evaluate` rolls out the roster at each, `grid`, `pass_at_t`, `gaps` and
+`heatmaps` are the notebook's tables and figures; `summary` is notebook 03's metrics.json and `findings` what the
+notebook says about it. T is counted in turns where every test task has the same T_max, and in percent of each
+task's own T_max where they differ (BFCL).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import matplotlib.pyplot as plt
+import pandas as pd
+
+from helpers import budget, controls, fmt, metrics, plots, store
+from helpers import evaluate as evaluation
+from helpers.config import Config
+from helpers.envs import Task, load_tasks, settings
+from helpers.policy import Policy, Sampling
+
+# name -> (method a, method b): a minus b, Pass@(K, T) in points
+COMPARISONS = {
+    "grpo - base": ("grpo", "base"),
+    "budgetmix - base": ("budgetmix", "base"),
+    "grpo - sharp": ("grpo", "sharp"),
+    "budgetmix - sharp": ("budgetmix", "sharp"),
+}
+HEATMAPS = (("grpo", "base"), ("grpo", "sharp"), ("budgetmix", "base"))
+
+
+@dataclass
+class Sweep:
+    """The sweep's test tasks, the budgets of each T, the roster and its methods."""
+
+    env: str
+    tasks: list[Task]
+    cells: dict[tuple[float, int], list[Task]]  # (fraction, budget) -> tasks, each its own T_max
+    by_T: dict[int, dict[int, list[Task]]]  # T -> {budget: tasks}
+    agents: dict[str, Policy]
+    methods: dict[str, list[str]]
+
+    @property
+    def same_t_max(self) -> bool:
+        return len({t.t_max for t in self.tasks}) == 1
+
+    @property
+    def T_unit(self) -> str:
+        return "turns" if self.same_t_max else "percent of T_max"
+
+    @property
+    def Ts(self) -> list[int]:
+        return sorted(self.by_T)
+
+    def bound(self, k: int) -> dict[int, float | None]:
+        """The structural upper bound of Pass@(k, T) per T: what k tries of the best policy reach (None where the
+        environment knows none)."""
+        if self.same_t_max:
+            return metrics.structural_upper_bound(self.tasks, self.Ts, self.env, k=k)
+        return {
+            round(100 * f): v for f, v in metrics.upper_bound_at_fractions(self.cells, self.env, k=k).items()
+        }
+
+
+def sweep(cfg: Config) -> Sweep:
+    """`sweep.n_tasks` test tasks at each of `sweep.t_fractions` of their T_max, and the roster (base, sharpened
+    base, GRPO's and BudgetMix's RL seeds)."""
+    tasks = load_tasks(cfg.env.name, "test", n=cfg.sweep.n_tasks, seed=cfg.seed, **settings(cfg))
+    cells = budget.fraction_cells(tasks, cfg.sweep.t_fractions)
+    same_t_max = len({t.t_max for t in tasks}) == 1
+    by_T: dict[int, dict[int, list[Task]]] = {}
+    for (f, b), ts in cells.items():
+        by_T.setdefault(b if same_t_max else round(100 * f), {})[b] = ts
+    agents = controls.agents(cfg)
+    return Sweep(cfg.env.name, tasks, cells, by_T, agents, controls.methods(agents))
+
+
+def describe(cfg: Config, sw: Sweep) -> str:
+    """The sweep's size in one line."""
+    return (f"{cfg.env.name}: {len(sw.agents)} agents x T in {sw.Ts} ({sw.T_unit}) x {len(sw.tasks)} tasks x n = "
+            f"{cfg.sweep.n_samples}")  # fmt: skip
+
+
+def evaluate(cfg: Config, sw: Sweep, out: store.Run) -> pd.DataFrame:
+    """One batched rollout per (agent, T) of `sweep.n_samples` samples per task (records in `sweep_records`: an
+    interrupted sweep resumes, a finished one is only read)."""
+    sampling = Sampling.from_config(cfg.sampling)
+    return pd.concat(
+        [
+            evaluation.evaluate_grid(sw.agents, cfg.env.name, ts, [b], cfg.sweep.n_samples, sampling,
+                                     seed=cfg.seed + 3000, records=out.records("sweep_records")).assign(budget=T)
+            for T, cell in sw.by_T.items()
+            for b, ts in cell.items()
+        ],
+        ignore_index=True,
+    )  # fmt: skip
+
+
+def per_task_k(df: pd.DataFrame) -> pd.DataFrame:
+    """pass@K of every (agent, T, task) at every K of the sweep."""
+    Ks = sorted(metrics.pass_at_kt(df)["K"].unique())
+    return pd.concat([metrics.per_task_pass(df, int(K)).assign(K=int(K)) for K in Ks], ignore_index=True)
+
+
+def grid(sw: Sweep, df: pd.DataFrame, per_k: pd.DataFrame, n_boot: int = 1000, ci: float = 0.95,
+         seed: int = 0) -> pd.DataFrame:  # fmt: skip
+    """Pass@(K,T) per method (the mean over its RL seeds) with an interval over its seeds and the tasks."""
+    agent_grid = metrics.pass_at_kt(df)
+    method_of = {name: m for m, names in sw.methods.items() for name in names}
+    g = (
+        agent_grid.assign(model=agent_grid["model"].map(method_of))
+        .groupby(["model", "T", "K"], as_index=False)["pass"]
+        .mean()
+    )
+    g_ci = metrics.method_summary(per_k, sw.methods, "pass", ["T", "K"], n_boot, ci, seed)
+    return g.merge(
+        g_ci.rename(columns={"method": "model"})[["model", "T", "K", "low", "high", "n_seeds", "n_tasks"]],
+        on=["model", "T", "K"],
+    )
+
+
+def grid_figure(sw: Sweep, g: pd.DataFrame, ci: float = 0.95) -> plt.Figure:
+    """Pass@K against K, one panel per T, beside the structural upper bound of K tries where known."""
+    Ks = sorted(g["K"].unique())
+    bound_k = {K: sw.bound(int(K)) for K in Ks}
+    upper = {T: {K: bound_k[K][T] for K in Ks} for T in sw.Ts} if None not in bound_k[1].values() else None
+    return plots.pass_at_k_curves(g, upper, ci)
+
+
+def pass_at_t(sw: Sweep, per_task: pd.DataFrame, k: int, n_boot: int = 1000, ci: float = 0.95,
+              seed: int = 0) -> pd.DataFrame:  # fmt: skip
+    """Pass@(k, T) per method and T with its interval, beside the upper bound of k tries."""
+    upper = sw.bound(k)
+    return metrics.method_summary(per_task, sw.methods, "pass", ["T"], n_boot, ci, seed).assign(
+        upper_bound=lambda d: d["T"].map(upper)
+    )
+
+
+def pass_at_t_table(sw: Sweep, pass_t: pd.DataFrame, k: int) -> pd.DataFrame:
+    """Pass@(k, T) with T as rows, one column per method and the upper bound."""
+    upper = sw.bound(k)
+    return pass_t.pivot(index="T", columns="method", values="pass").assign(
+        upper_bound=[upper[T] for T in sorted(upper)]
+    )
+
+
+def gaps(
+    sw: Sweep, per_task: pd.DataFrame, n_boot: int = 1000, ci: float = 0.95, seed: int = 0
+) -> pd.DataFrame:
+    """Each of `COMPARISONS` at each T (points), intervals paired over tasks and over each method's seeds."""
+    return pd.concat(
+        [
+            metrics.method_difference(per_task, sw.methods[a], sw.methods[b], "pass", ["T"], 100, n_boot, ci,
+                                      seed).assign(comparison=c)
+            for c, (a, b) in COMPARISONS.items()
+        ]
+    )  # fmt: skip
+
+
+def heatmaps(sw: Sweep, g: pd.DataFrame, per_k: pd.DataFrame, out: store.Run, n_boot: int = 1000,
+             ci: float = 0.95, seed: int = 0) -> dict[str, pd.DataFrame]:  # fmt: skip
+    """RL minus base (or the sharpened base) over (K, T) in points, mean over RL seeds, for each of `HEATMAPS`:
+    {"grpo-base": T x K}; each saved as the figure `gap_<a>_minus_<b>`, cells whose interval excludes 0 marked."""
+    wide = g.pivot_table(index=["T", "K"], columns="model", values="pass")
+    heat = {}
+    for a, b in HEATMAPS:
+        heat[f"{a}-{b}"] = (100 * (wide[a] - wide[b])).unstack("K")
+        gap_k = metrics.method_difference(per_k, sw.methods[a], sw.methods[b], "pass", ["T", "K"], 100, n_boot,
+                                          ci, seed)  # fmt: skip
+        excludes_0 = gap_k.assign(s=(gap_k["low"] > 0) | (gap_k["high"] < 0)).pivot(
+            index="T", columns="K", values="s"
+        )
+        title = f"{a} minus {b}, Pass@(K,T) in points"
+        out.save_figure(plots.gap_heatmap(heat[f"{a}-{b}"], title, excludes_0, ci), f"gap_{a}_minus_{b}")
+    return heat
+
+
+def summary(cfg: Config, sw: Sweep, g: pd.DataFrame, pass_t: pd.DataFrame, gaps_t: pd.DataFrame,
+            heat: dict[str, pd.DataFrame]) -> dict:  # fmt: skip
+    """Notebook 03's metrics.json: Pass@T at K = `sweep.pass_t_k` and its gaps with intervals, the gaps along K at
+    the largest and smallest T, the upper bound and the sweep's size."""
+    Ts, k = sw.Ts, cfg.sweep.pass_t_k
+    gap_rows = {c: gaps_t[gaps_t["comparison"] == c] for c in COMPARISONS}
+    return {
+        "pass_at_t": {
+            m: {str(T): v for T, v in pass_t[pass_t["method"] == m].set_index("T")["pass"].items()}
+            for m in sw.methods
+        },
+        "pass_at_t_ci": {
+            m: {str(r.T): [r.low, r.high] for r in pass_t[pass_t["method"] == m].itertuples()}
+            for m in sw.methods
+        },
+        "pass_at_t_gap_points": {
+            c: {str(r.T): r.difference for r in g_.itertuples()} for c, g_ in gap_rows.items()
+        },
+        "pass_at_t_gap_ci": {
+            c: {str(r.T): [r.low, r.high] for r in g_.itertuples()} for c, g_ in gap_rows.items()
+        },
+        "gap_by_K_at_T_max": {
+            name: {str(K): float(h.loc[Ts[-1], K]) for K in h.columns} for name, h in heat.items()
+        },
+        "gap_by_K_at_T_min": {
+            name: {str(K): float(h.loc[Ts[0], K]) for K in h.columns} for name, h in heat.items()
+        },
+        "upper_bound": {str(T): v for T, v in sw.bound(k).items()},
+        "T_values": Ts,
+        "T_unit": sw.T_unit,
+        "env": cfg.env.name,
+        "K": k,
+        "K_max": int(g["K"].max()),
+        "n_samples": cfg.sweep.n_samples,
+        "n_tasks": len(sw.tasks),
+        "seeds": cfg.train.seeds,
+    }
+
+
+# ------------------------------------------------------------------------------------------------ findings
+
+
+def findings(m: dict) -> list[str]:
+    """What notebook 03 found: Pass@T of every method beside the upper bound, each gap's sign by T, the paper's
+    claim (the RL advantage grows with T) and the gaps along K at the largest T."""
+    Ts, k = m["T_values"], m["K"]
+    g = m["pass_at_t_gap_points"]
+    ci = m["pass_at_t_gap_ci"]
+    lines = [
+        f"Pass@(K={k}, T) on {m['n_tasks']} test tasks x {m['n_samples']} samples, T = {' / '.join(map(str, Ts))}"
+        + (" (percent of each task's T_max)" if m.get("T_unit", "turns") != "turns" else "")
+        + "; RL averaged over seeds; gaps in points with 95 % intervals over seeds and tasks.",
+        "- **Pass@T:** "
+        + "; ".join(f"{meth} {fmt.joined(vals)}" for meth, vals in m["pass_at_t"].items())
+        + (
+            f"; upper bound {fmt.joined([m['upper_bound'][str(T)] for T in Ts])}."
+            if all(m["upper_bound"][str(T)] is not None for T in Ts)
+            else "; no structural upper bound (the environment knows none)."
+        ),
+    ]
+    for c in g:
+        sides = {T: fmt.side(*ci[c][str(T)]) for T in Ts}
+        above = [str(T) for T in Ts if sides[T] == "above 0"]
+        below = [str(T) for T in Ts if sides[T] == "below 0"]
+        lines.append(
+            f"- **{c}:** {fmt.joined([g[c][str(T)] for T in Ts], 1, sign=True)}; interval above 0 at T = "
+            f"{', '.join(above) or 'none'}" + (f", below 0 at T = {', '.join(below)}" if below else "") + "."
+        )
+    first, last = g["grpo - base"][str(Ts[0])], g["grpo - base"][str(Ts[-1])]
+    lines.append(
+        f"- **The paper's claim** (the RL advantage grows with T and shrinks at small T): GRPO minus base "
+        f"is {fmt.signed(first, 1)} points at T = {Ts[0]} and {fmt.signed(last, 1)} at T = {Ts[-1]}"
+        f" ({'grows' if last > first else 'does not grow'} with T)."
+    )
+    big = m["gap_by_K_at_T_max"]
+    ks = sorted(big["grpo-base"], key=int)
+    lines.append(
+        f"- **Along K at T = {Ts[-1]}:** GRPO minus base {fmt.signed(big['grpo-base'][ks[0]], 1)} points at K = "
+        f"{ks[0]}, {fmt.signed(big['grpo-base'][ks[-1]], 1)} at K = {ks[-1]}; GRPO minus sharpened base "
+        f"{fmt.signed(big['grpo-sharp'][ks[0]], 1)} and {fmt.signed(big['grpo-sharp'][ks[-1]], 1)}."
+    )
+    return lines

@@ -1,0 +1,355 @@
+"""Notebook 00's analysis: the series' tasks, the cpu tier's FrozenLake testbed (maps, what the agent sees, the DP
+oracle, what a budget is worth, the demonstrator and the base), and on another environment one reference episode
+and one episode of the base.
+
+The testbed sections are FrozenLake's: off FrozenLake each of their functions returns None (or a line that says
+the section is skipped), and `series` returns None on FrozenLake, so the notebook reads straight on every series.
+`summary` is notebook 00's metrics.json and `findings` what the notebook says about it.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from helpers import base_model, budget, evaluate, fmt, plots, store
+from helpers.config import Config
+from helpers.envs import Task, bfcl, code, format_transcript, load_tasks, make, play, settings, step_oracle
+from helpers.envs import frozenlake as fl
+from helpers.policy import HFPolicy, Sampling
+from helpers.rollout import ChatFormat, LastTurnContext, rollout
+
+# the metrics.json name of each testbed column, at the evaluation's budget fractions
+_AT_FRACTIONS = {
+    "upper_bound": "upper_bound",
+    "stationary_success": "stationary",
+    "value_of_knowing_budget_points": "value_of_budget_points",
+    "demonstrator_success": "demonstrator",
+    "base_success": "base",
+    "base_success_last_turn_context": "base_last_turn",
+    "base_over_demonstrator": "base_over_demonstrator",
+}
+
+
+def is_testbed(cfg: Config) -> bool:
+    """Whether this series runs on FrozenLake, the cpu tier's testbed (the other series skip its sections)."""
+    return cfg.env.name == "frozenlake"
+
+
+def tasks(cfg: Config) -> tuple[list[Task], list[Task]]:
+    """The series' training and test tasks (all of them)."""
+    return tuple(
+        load_tasks(cfg.env.name, split, seed=cfg.seed, **settings(cfg)) for split in ("train", "test")
+    )
+
+
+def describe(cfg: Config, train: list[Task], test: list[Task]) -> str:
+    """The tasks, their T_max, the step oracle and, on FrozenLake, the maps' settings."""
+    t_maxes = sorted({t.t_max for t in test})
+    oracle = step_oracle(cfg.env.name)
+    lines = [
+        f"{cfg.env.name}: {len(train)} training and {len(test)} test tasks, T_max "
+        + (str(t_maxes[0]) if len(t_maxes) == 1 else f"{t_maxes[0]}-{t_maxes[-1]} (each task its own)"),
+        f"step oracle: {'yes' if oracle['step_oracle'] else 'none'} ({oracle['oracle_note']})",
+    ]
+    if is_testbed(cfg):
+        c = cfg.env.frozenlake
+        lines.append(f"maps of size {c.size}x{c.size}, {c.hole_p:.0%} holes, slippery={c.is_slippery} "
+                     f"(success_rate {c.success_rate:g}), T_max = {c.t_max}")  # fmt: skip
+    return "\n".join(lines)
+
+
+def maps(cfg: Config, test: list[Task]) -> str:
+    """The first four test maps (FrozenLake), or that this series skips the testbed sections."""
+    if not is_testbed(cfg):
+        return f"this series runs on {cfg.env.name}: the FrozenLake testbed sections are skipped (see its own section below)"
+    return "\n\n".join(fl.render(t.payload["desc"], fl.start_state(t.payload["desc"])) for t in test[:4])
+
+
+def map_stats(cfg: Config, train: list[Task], test: list[Task]) -> dict | None:
+    """Shortest-path statistics of the training and test maps; None off FrozenLake."""
+    return {"train": fl.map_stats(train), "test": fl.map_stats(test)} if is_testbed(cfg) else None
+
+
+def map_table(cfg: Config, train: list[Task], test: list[Task]) -> pd.DataFrame | None:
+    """`map_stats` as a table, one row per split; None off FrozenLake."""
+    stats = map_stats(cfg, train, test)
+    return None if stats is None else pd.DataFrame(stats).T
+
+
+def optimal_episode(cfg: Config, test: list[Task]) -> str:
+    """The budget statement and the budget-aware optimal player on the first test map; "" off FrozenLake."""
+    if not is_testbed(cfg):
+        return ""
+    t_max = cfg.env.frozenlake.t_max
+    transcript, result = play(
+        fl.FrozenLakeEnv(), test[0], t_max, fl.scripted_player(0.0, cfg.seed), seed=cfg.seed
+    )
+    return (f"Budget statement: {budget.statement(t_max, t_max)}\n{format_transcript(transcript)}\n"
+            f"success: {result.success}")  # fmt: skip
+
+
+def demonstrator_episode(cfg: Config, test: list[Task]) -> str:
+    """The demonstrator (best stationary policy with a random move `sft.epsilon` of the time) on the first test
+    map, without the system prompt; "" off FrozenLake."""
+    if not is_testbed(cfg):
+        return ""
+    demonstrator = fl.habit_player(cfg.sft.epsilon, cfg.sft.habit_gamma, cfg.seed)
+    transcript, result = play(
+        fl.FrozenLakeEnv(), test[0], cfg.env.frozenlake.t_max, demonstrator, seed=cfg.seed
+    )
+    return f"{format_transcript(transcript[1:])}\nsuccess: {result.success}"
+
+
+def step_quality(cfg: Config, test: list[Task], out: store.Run) -> pd.DataFrame | None:
+    """The kit's step oracle at the start of the first test map with h turns left, every h (written as the table
+    `step_quality_start_state`); None off FrozenLake."""
+    if not is_testbed(cfg):
+        return None
+    env, rows = fl.FrozenLakeEnv(), {}
+    for h in range(1, cfg.env.frozenlake.t_max + 1):
+        env.reset(test[0], h, seed=cfg.seed)
+        rows[h] = {a: env.step_quality(fl.format_action(i)) for i, a in enumerate(fl.ACTIONS)}
+        rows[h] |= {"dead": env.is_dead(), "max Q*": float(env.q_values().max())}
+    quality = pd.DataFrame.from_dict(rows, orient="index").rename_axis("turns left h")
+    out.write_table("step_quality_start_state", quality.reset_index())
+    return quality
+
+
+def base(cfg: Config) -> tuple[str, pd.DataFrame | None]:
+    """Which base the series starts from (built here where absent: SFT, cached by recipe hash), and the phases of its
+    SFT (None for a hub model: nothing is built)."""
+    path = base_model.path_of(cfg)  # builds the tiny base (SFT) where it is absent
+    sft = base_model.summary(cfg)
+    note = f"base: {path.name}" + (
+        f" (the tiny SFT base, trained on FrozenLake only: on {cfg.env.name} it starts untrained)"
+        if sft and not is_testbed(cfg)
+        else ""
+    )
+    return note, pd.DataFrame(sft["phases"]).set_index("context") if sft else None
+
+
+def _fractions(cfg: Config) -> dict[int, float]:
+    """The evaluation's budgets on the testbed and the fraction of T_max each stands for."""
+    return {budget.budget_at(f, cfg.env.frozenlake.t_max): f for f in cfg.eval.budget_fractions}
+
+
+def curve(cfg: Config, test: list[Task], out: store.Run) -> pd.DataFrame | None:
+    """Per budget T: the structural upper bound, the best stationary policy, the value of knowing the budget, the
+    demonstrator (all exact) and the base evaluated in its rollout context and in a one-turn context (written as the
+    table and figure `testbed`); None off FrozenLake."""
+    if not is_testbed(cfg):
+        return None
+    t_max = cfg.env.frozenlake.t_max
+    Ts = list(range(1, t_max + 1))
+    fractions = _fractions(cfg)
+    policy = HFPolicy.from_pretrained(base_model.path_of(cfg), device=cfg.model.device, name="base")
+    agents = {
+        "base": policy,
+        "base_last_turn": LastTurnContext(policy, ChatFormat(policy.tokenizer), name="base_last_turn"),
+    }
+    df = evaluate.evaluate_grid(agents, "frozenlake", test, sorted(fractions), cfg.eval.n_samples,
+                                Sampling.from_config(cfg.sampling), seed=cfg.seed + 1000,
+                                records=out.records("base_records"))  # fmt: skip
+    base_at = evaluate.budget_table(df, cfg.eval.n_bootstrap, cfg.eval.ci, cfg.seed).pivot(
+        index="budget", columns="model"
+    )
+    c = pd.DataFrame(
+        {
+            "T": Ts,
+            "fraction": [T / t_max for T in Ts],
+            "upper_bound": list(fl.upper_bound_curve(test, Ts).values()),
+            "stationary": list(fl.stationary_success_curve(test, Ts, cfg.sft.habit_gamma).values()),
+            "demonstrator": list(base_model.demonstrator_success(cfg, test, Ts).values()),
+        }
+    )
+    c["value_of_budget_points"] = 100 * (c["upper_bound"] - c["stationary"])
+    for col, (stat, model) in {
+        "base": ("success", "base"),
+        "base_low": ("low", "base"),
+        "base_high": ("high", "base"),
+        "base_last_turn": ("success", "base_last_turn"),
+    }.items():
+        c[col] = c["T"].map(base_at[stat][model])
+    c["base_over_demonstrator"] = c["base"] / c["demonstrator"]
+    out.write_table("testbed", c)
+    out.save_figure(plots.testbed(c, t_max), "testbed")
+    return c
+
+
+def _testbed_metrics(cfg: Config, train: list[Task], test: list[Task], c: pd.DataFrame) -> dict:
+    """The `frozenlake` section of notebook 00's metrics: the testbed at the evaluation's budget fractions."""
+    fl_cfg, fractions = cfg.env.frozenlake, _fractions(cfg)
+    at = c.set_index("T").loc[sorted(fractions)]
+    key = {T: f"{fractions[T]:g}" for T in at.index}
+    testbed = {
+        "size": fl_cfg.size,
+        "hole_p": fl_cfg.hole_p,
+        "t_max": fl_cfg.t_max,
+        "is_slippery": fl_cfg.is_slippery,
+        "success_rate": fl_cfg.success_rate,
+        "n_train_maps": len(train),
+        "n_test_maps": len(test),
+        "map_stats": map_stats(cfg, train, test),
+        "budget_at_fraction": {key[T]: int(T) for T in at.index},
+        **{name: {key[T]: float(at.loc[T, col]) for T in at.index} for name, col in _AT_FRACTIONS.items()},
+        "upper_bound_per_T": dict(zip(c["T"], c["upper_bound"], strict=True)),
+        "base_ci": {key[T]: [float(at.loc[T, "base_low"]), float(at.loc[T, "base_high"])] for T in at.index},
+        "base_sft": base_model.summary(cfg),
+        "eval_n_samples": cfg.eval.n_samples,
+    }
+    testbed["min_base_over_demonstrator"] = min(testbed["base_over_demonstrator"].values())
+    return testbed
+
+
+# the environment's own answer to a task, reply by reply (None where the data has none)
+REFERENCE = {
+    "deepcoder": lambda t: [code.fence(t.payload["reference"])] if t.payload.get("reference") else None,
+    "bfcl": bfcl.ground_truth_replies,
+    "intercode_sql": lambda t: [f"```sql\n{t.payload['gold']}\n```", "submit"],
+}
+
+
+def series(cfg: Config, test: list[Task]) -> dict | None:
+    """Off FrozenLake: the first test task played with the environment's reference answer (scored by the step
+    oracle where one exists) and by the base at the task's T_max. Returns {"metrics": notebook 00's `series`
+    section, "text": one line, "reference": a table of the reference's turns, "base": a table of the base's};
+    None on FrozenLake, where the testbed is this section."""
+    if is_testbed(cfg):
+        return None
+    env_name, oracle = cfg.env.name, step_oracle(cfg.env.name)
+    task = test[0]
+    reference = REFERENCE[env_name](task)
+    rows, result = [], None
+    if reference:
+        env = make(env_name)
+        env.reset(task, max(task.t_max, len(reference)), seed=cfg.seed)  # the whole reference fits the budget
+        for reply in reference:
+            if env.done:
+                break
+            quality = env.step_quality(reply) if oracle["step_oracle"] else None
+            result = env.step(reply)
+            rows.append(
+                {"reply": reply[:70], "step_quality": quality, "reward": result.reward, "done": result.done}
+            )
+    policy = HFPolicy.from_pretrained(base_model.path_of(cfg), device=cfg.model.device, name="base")
+    (episode,) = rollout(
+        policy, env_name, [task], task.t_max, 1, Sampling.from_config(cfg.sampling), seed=cfg.seed
+    )
+    return {
+        "metrics": {
+            "task_id": task.task_id,
+            "t_max": task.t_max,
+            "reference_turns": len(rows),
+            "reference_success": None if result is None else bool(result.success),
+            "reference_step_quality": [r["step_quality"] for r in rows],
+            "base_success": bool(episode.success),
+            "base_turns": episode.n_turns,
+            "base_invalid_turns": sum(t["invalid"] for t in episode.turns),
+        },
+        "text": f"{task.task_id}: the reference answer "
+        f"{'succeeds' if result and result.success else 'does not succeed'} in {len(rows)} turns; the base "
+        f"{'succeeds' if episode.success else 'fails'} in {episode.n_turns}",
+        "reference": pd.DataFrame(rows or [{"reply": "(no reference answer in this data source)"}]),
+        "base": pd.DataFrame(
+            [
+                {
+                    "action": t["action"][:70],
+                    "observation": t["observation"][:70],
+                    "quality": t["quality"],
+                    "invalid": t["invalid"],
+                }
+                for t in episode.turns
+            ]
+        ),
+    }
+
+
+def summary(cfg: Config, train: list[Task], test: list[Task], testbed_curve: pd.DataFrame | None,
+            series_episode: dict | None, demos: dict[str, dict]) -> dict:  # fmt: skip
+    """Notebook 00's metrics.json: the tasks, the step oracle, the testbed (FrozenLake) or the series' reference
+    and base episodes (elsewhere), and the three environments' scripted demos (`demos`: env -> its `demo()`)."""
+    t_maxes = sorted({t.t_max for t in test})
+    m = {
+        "env": cfg.env.name,
+        "step_oracle": step_oracle(cfg.env.name),
+        "tasks": {"train": len(train), "test": len(test), "t_max": [t_maxes[0], t_maxes[-1]]},
+    }
+    if testbed_curve is not None:
+        m["frozenlake"] = _testbed_metrics(cfg, train, test, testbed_curve)
+    if series_episode is not None:
+        m["series"] = series_episode["metrics"]
+    m["deepcoder"] = {k: v for k, v in demos["deepcoder"].items() if k not in ("transcript", "turns")}
+    m["bfcl"] = {k: v for k, v in demos["bfcl"].items() if k != "transcript"}
+    m["intercode_sql"] = {k: v for k, v in demos["intercode_sql"].items() if k not in ("transcript", "turns")}
+    return m
+
+
+# ------------------------------------------------------------------------------------------------ findings
+
+
+def oracle_line(m: dict) -> str:
+    """The step oracle of a series' environment, as a findings line ("" where the metrics do not record it)."""
+    o = m.get("step_oracle")
+    if not o:
+        return ""
+    return (f"- **Step oracle on {m.get('env', o.get('env'))}:** " + ("yes: " if o["step_oracle"] else "none: ")
+            + o["oracle_note"] + ".")  # fmt: skip
+
+
+def _series_findings(m: dict) -> list[str]:
+    """A series on another environment: its tasks, the reference episode, the base."""
+    t, s = m["tasks"], m["series"]
+    lo, hi = t["t_max"]
+    ref = s["reference_success"]
+    quality = s["reference_step_quality"]
+    lines = [
+        f"- **{m['env']}:** {t['train']} training and {t['test']} test tasks, T_max "
+        + (f"{lo}." if lo == hi else f"{lo} to {hi} (each task its own)."),
+        oracle_line(m),
+        f"- **Reference answer** on {s['task_id']}: "
+        + ("the data source has none." if ref is None else
+           f"{'succeeds' if ref else 'does NOT succeed'} in {s['reference_turns']} turns"
+           + (f"; step quality per turn {fmt.joined(quality)}." if any(q is not None for q in quality)
+              else "; no step quality (no oracle)."))
+        + f" **Base** at T_max = {s['t_max']}: {'succeeds' if s['base_success'] else 'fails'} in "
+        f"{s['base_turns']} turns, {s['base_invalid_turns']} of them invalid.",
+    ]  # fmt: skip
+    return [line for line in lines if line]
+
+
+def findings(m: dict) -> list[str]:
+    """What notebook 00 found: the testbed's setting, what a budget is worth, the demonstrator and the base (or, on
+    another environment, its tasks and the two episodes)."""
+    if "frozenlake" not in m:
+        return _series_findings(m)
+    fl_m = m["frozenlake"]
+    fr = " / ".join(fmt.number(float(k), 0, scale=100) for k in fl_m["upper_bound"])
+    value = fl_m["value_of_knowing_budget_points"]
+    lines = [
+        f"- **Setting:** {fl_m['size']}x{fl_m['size']} maps, {fl_m['hole_p']:.0%} holes, slippery ice (success rate "
+        f"{fl_m['success_rate']:g}), T_max = {fl_m['t_max']}; {fl_m['n_train_maps']} training and "
+        f"{fl_m['n_test_maps']} test maps.",
+        f"- **Structural upper bound** at {fr} % of T_max: {fmt.joined(fl_m['upper_bound'])}"
+        + ("; no budget is solved outright." if max(fl_m["upper_bound"].values()) < 0.95 else "."),
+        "- **Value of knowing the budget** (optimum minus best stationary policy): "
+        + fmt.joined(value, 1, sign=True)
+        + (
+            " points: a budget-aware agent can gain at every budget, so BudgetMix has something to learn."
+            if min(value.values()) >= 5
+            else " points (under 5 somewhere: there the budget carries little information)."
+        ),
+        f"- **Demonstrator** (exact): {fmt.joined(fl_m['demonstrator_success'])}; **base** in the context it plays "
+        f"in (whole conversation): {fmt.joined(fl_m['base_success'])}, in a one-turn context: "
+        f"{fmt.joined(fl_m['base_success_last_turn_context'])}.",
+        f"- **Base over demonstrator:** {fmt.joined(fl_m['base_over_demonstrator'])} (lowest "
+        f"{fmt.number(fl_m['min_base_over_demonstrator'], 2)}; the testbed asks for at least 0.80 at every budget: "
+        f"{'met' if fl_m['min_base_over_demonstrator'] >= 0.8 else 'NOT met'}).",
+    ]
+    sft = fl_m.get("base_sft") or {}
+    if sft:
+        lines.append(
+            f"- **SFT of the base:** {sft['steps']} steps in {fmt.number(sft['seconds'], 0)} s "
+            f"({fmt.number(sft['tokens_per_s'], 0)} tokens/s), final loss {fmt.number(sft['final_loss'])} per "
+            "assistant token."
+        )
+    return lines

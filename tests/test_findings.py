@@ -1,0 +1,201 @@
+"""Each analysis module's findings (notebooks 00-03 and 07) on the committed cpu run's metrics.json: every number a
+findings section prints is one of its metrics' numbers, formatted (or one of a few named constants of the prose),
+and the report's headline table shows the committed numbers."""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+import re
+
+import pytest
+
+from helpers import budgetmix, dynamics, fmt, pass_kt, report, supervision, testbed
+from helpers.config import REPO_ROOT
+
+COMMITTED = REPO_ROOT / "results" / "cpu"
+FINDINGS = {
+    "00_environments": testbed.findings,
+    "01_grpo_training": dynamics.findings,
+    "02_budgetmix_training": budgetmix.findings,
+    "03_pass_at_kt_sweep": pass_kt.findings,
+    "07_process_supervision": supervision.findings,
+}
+# numbers the prose itself states (not measurements): the side of 0, the 95 % of an interval, ...
+CONSTANTS = {
+    "00_environments": {"0.80": "the testbed's requirement on base over demonstrator", "5": "under 5 points"},
+    "01_grpo_training": {
+        "0": "cannot be told from 0",
+        "5": "the first and last 5 steps",
+        "95": "95 % interval",
+    },
+    "02_budgetmix_training": {
+        "0": "above / below 0",
+        "4": "the paper's mean of 4 tasks",
+        "95": "95 % intervals",
+    },
+    "03_pass_at_kt_sweep": {"0": "above / below 0", "95": "95 % intervals"},
+    "07_process_supervision": {"0": "above 0", "95": "95 % intervals", "01": "notebook 01"},
+}
+PRINTED = re.compile(r"(?<![\w.+-])[+-]?\d+(?:\.\d+)?")  # a number standing on its own, not part of a name
+
+
+def _metrics(notebook: str) -> dict:
+    return json.loads((COMMITTED / notebook / "metrics.json").read_text())
+
+
+def _leaves(node) -> list[float]:
+    """Every number in a metrics tree: leaves, list items and keys that are numbers ("0.25", "8")."""
+    out: list[float] = []
+    if isinstance(node, dict):
+        for k, v in node.items():
+            with contextlib.suppress(ValueError):
+                out.append(float(k))
+            out += _leaves(v)
+    elif isinstance(node, list):
+        for v in node:
+            out += _leaves(v)
+    elif isinstance(node, int | float) and not isinstance(node, bool):
+        out.append(float(node))
+    return out
+
+
+def _spellings(values: list[float]) -> set[str]:
+    """Every way the kit prints these numbers: fixed point with 0-3 decimals, as themselves or in percent (points),
+    signed or not, and `:g`; a bare `0` only for a number that is 0 (every small number rounds to it)."""
+    out: set[str] = set()
+    for x in values:
+        out.add(f"{x:g}")
+        for scale in (1, 100):
+            for digits in range(4):
+                out |= {fmt.number(x, digits, scale), fmt.number(x, digits, scale, sign=True)}
+    return out if 0.0 in values else out - {"0"}
+
+
+def unexplained(text: str, m: dict, constants=()) -> list[str]:
+    """The numbers `text` prints that are neither a number of `m` (formatted) nor one of `constants`."""
+    allowed = _spellings(_leaves(m)) | set(constants)
+    return [n for n in PRINTED.findall(text) if n not in allowed]
+
+
+def test_the_check_catches_a_number_that_is_not_in_the_metrics():
+    m = {"a": {"change": 0.124, "change_ci": [0.047, 0.197]}, "0.25": 3}
+    assert unexplained("change +0.124 [+0.047, +0.197] at 25 % (3 runs)", m) == []
+    assert unexplained("change +0.125 [+0.047, +0.197], 12.4 %, 4x4 maps, Qwen3, s0", m) == ["+0.125", "4"]
+    assert unexplained("above 0", m) == ["0"] and unexplained("above 0", m, {"0"}) == []
+
+
+@pytest.mark.parametrize("notebook", sorted(FINDINGS))
+def test_every_printed_number_is_a_metric(notebook):
+    m = _metrics(notebook)
+    lines = FINDINGS[notebook](m)
+    assert lines and all(isinstance(line, str) and line for line in lines)
+    text = "\n".join(lines)
+    assert unexplained(text, m, CONSTANTS[notebook]) == [], text
+    assert report.findings.__doc__  # the dispatch exists ...
+    assert report.FINDINGS[notebook] is FINDINGS[notebook]  # ... and reaches the module's findings
+
+
+def test_findings_00_testbed_numbers():
+    m = _metrics("00_environments")
+    text = "\n".join(testbed.findings(m))
+    fl = m["frozenlake"]
+    assert (
+        f"Structural upper bound** at 25 / 50 / 75 / 100 % of T_max: {fmt.joined(fl['upper_bound'])}" in text
+    )
+    assert fmt.joined(fl["value_of_knowing_budget_points"], 1, sign=True) in text
+    assert f"lowest {fmt.number(fl['min_base_over_demonstrator'], 2)}" in text
+    assert ("met)" if fl["min_base_over_demonstrator"] >= 0.8 else "NOT met)") in text
+
+
+def test_findings_00_on_another_environment():
+    m = _metrics("00_environments")
+    m = {k: v for k, v in m.items() if k != "frozenlake"} | {"env": "deepcoder", "tasks": {"train": 40, "test": 20,
+         "t_max": [5, 5]}, "step_oracle": {"step_oracle": True, "oracle_note": "the share of unit tests passed"},
+         "series": {"task_id": "dc-7", "t_max": 5, "reference_turns": 1, "reference_success": True,
+                    "reference_step_quality": [1.0], "base_success": False, "base_turns": 5,
+                    "base_invalid_turns": 3}}  # fmt: skip
+    lines = testbed.findings(m)
+    text = "\n".join(lines)
+    assert lines[0] == "- **deepcoder:** 40 training and 20 test tasks, T_max 5."
+    assert (
+        "succeeds in 1 turns; step quality per turn 1.00." in text
+        and "fails in 5 turns, 3 of them invalid" in text
+    )
+    assert "**Step oracle on deepcoder:** yes: the share of unit tests passed." in text
+    assert unexplained(text, m) == []
+
+
+def test_findings_01_changes_and_the_paper():
+    m = _metrics("01_grpo_training")
+    text = "\n".join(dynamics.findings(m))
+    rm = m["grpo"]["R_multi"]
+    assert f"change {fmt.entry(rm, 'change', signed=True)}, interval {fmt.side(*rm['change_ci'])}" in text
+    assert f"(paper, DeepCoder-MT: {fmt.signed(m['paper']['R_multi_change'])})" in text
+
+
+def test_findings_01_and_02_without_a_step_oracle():
+    m01 = copy.deepcopy(_metrics("01_grpo_training"))
+    for mode in ("grpo", "budgetmix"):
+        for key in ("R_single", "R_single_pool"):
+            m01[mode][key] = {"start": None, "end": None, "change": None, "change_ci": [None, None]}
+    m01 |= {"env": "bfcl", "step_oracle": {"step_oracle": False, "oracle_note": "no exact step oracle"}}
+    text = "\n".join(dynamics.findings(m01))
+    assert "**No R_single on bfcl:** it has no step oracle (no exact step oracle)" in text
+    assert "R_single on the" not in text and "the step-reward half of the claim cannot be tested" in text
+    assert unexplained(text, m01, CONSTANTS["01_grpo_training"]) == []
+    m02 = copy.deepcopy(_metrics("02_budgetmix_training"))
+    m02 |= {"env": "bfcl", "r_single_change": {}, "step_oracle": m01["step_oracle"]}
+    text = "\n".join(budgetmix.findings(m02))
+    assert "- **R_single:** not measured: bfcl has no step oracle (no exact step oracle)." in text
+    assert "Test tasks:" in text
+
+
+def test_findings_02_gains_and_their_sides():
+    m = _metrics("02_budgetmix_training")
+    text = "\n".join(budgetmix.findings(m))
+    g, ci = m["gains_points"]["budgetmix - grpo"], m["gains_ci"]["budgetmix - grpo"]
+    assert " / ".join(fmt.estimate(g[f], ci[f], digits=1, signed=True) for f in g) in text
+    decided = [f for f, v in ci.items() if fmt.side(*v) != "contains 0"]
+    assert ("Every interval contains 0" in text) == (not decided)
+
+
+def test_findings_03_claim():
+    m = _metrics("03_pass_at_kt_sweep")
+    text = "\n".join(pass_kt.findings(m))
+    Ts, g = m["T_values"], m["pass_at_t_gap_points"]["grpo - base"]
+    first, last = g[str(Ts[0])], g[str(Ts[-1])]
+    assert (
+        f"is {fmt.signed(first, 1)} points at T = {Ts[0]} and {fmt.signed(last, 1)} at T = {Ts[-1]}" in text
+    )
+    assert ("(grows with T)" if last > first else "(does not grow with T)") in text
+
+
+def test_headline_table_of_the_committed_run(monkeypatch):
+    monkeypatch.setenv("KIT_RESULTS", str(REPO_ROOT / "results"))
+    rows = report.headline("cpu")
+    by = {q: (p, kb, ks) for q, p, kb, ks in rows}
+    assert all(len(r) == 4 and all(isinstance(c, str) and c for c in r) for r in rows)
+    m01 = _metrics("01_grpo_training")["grpo"]
+    assert by["Change of R_multi / R_single (own states) during GRPO"][1] == (
+        f"{fmt.entry(m01['R_multi'], 'change', signed=True)} / {fmt.entry(m01['R_single'], 'change', signed=True)}"
+    )
+    m02 = _metrics("02_budgetmix_training")
+    for f in ("0.25", "0.5", "0.75", "1"):
+        q = f"Success at {float(f):.0%} of T_max: BudgetMix minus full-budget GRPO (points)"
+        g, ci = m02["gains_points"]["budgetmix - grpo"][f], m02["gains_ci"]["budgetmix - grpo"][f]
+        assert by[q][1] == fmt.estimate(g, ci, digits=1, signed=True)
+    m04 = _metrics("04_step_level_probing")["matched_states"]["rl_vs_base"]
+    assert by["RL better than the comparison at matched states"][1] == (
+        f"{fmt.percent(m04['better'])} [{fmt.number(m04['better_ci'][0], 1, 100)}, "
+        f"{fmt.number(m04['better_ci'][1], 1, 100)}]"
+    )
+    m03 = _metrics("03_pass_at_kt_sweep")
+    assert sum(q.startswith(f"Pass@(K={m03['K']}, T=") for q in by) == len(
+        {m03["T_values"][i] for i in (0, len(m03["T_values"]) // 4, -1)}
+    )
+    assert len(rows) == 2 + 3 + 2 + 1 + 4 + sum(q.startswith("Pass@") for q in by)
+    md = report.markdown("cpu").splitlines()
+    assert md[1] == "|---|---|---|---|" and len(md) == 2 + len(rows)
+    assert not re.search(r"(?<![\w.])-0(?:\.0+)?(?![\d.])", "\n".join(md))

@@ -1,0 +1,73 @@
+"""helpers.fmt, the one number formatter of tables, findings and figures: fixed point, no -0, n/a for a value not
+measured, NaN as NaN, estimates with intervals, the side of 0."""
+
+from __future__ import annotations
+
+import pytest
+
+from helpers import fmt
+
+
+@pytest.mark.parametrize(
+    ("x", "kw", "text"),
+    [(0.5004, {}, "0.500"), (-0.0001, {}, "0.000"), (-0.0, {"digits": 1}, "0.0"), (-0.4, {"digits": 0}, "0"),
+     (-0.6, {"digits": 0}, "-1"), (1e-9, {}, "0.000"), (12.25, {"digits": 1}, "12.2"), (123456.0, {}, "123456.000"),
+     (float("nan"), {}, "NaN"), (None, {}, "n/a"), (0.714, {"digits": 1, "scale": 100}, "71.4"),
+     (0.124, {"sign": True}, "+0.124"), (-0.05, {"sign": True}, "-0.050"), (0.0, {"sign": True}, "0.000"),
+     (-0.0004, {"sign": True}, "0.000"), (3, {"digits": 0}, "3")],
+)  # fmt: skip
+def test_number_is_fixed_point_and_never_minus_zero(x, kw, text):
+    assert fmt.number(x, **kw) == text
+
+
+def test_signed_percent_points():
+    assert fmt.signed(0.124) == "+0.124" and fmt.signed(-0.05) == "-0.050" and fmt.signed(-1e-6) == "0.000"
+    assert fmt.signed(8.66, 1) == "+8.7" and fmt.signed(None) == "n/a"
+    assert fmt.percent(0.714) == "71.4 %" and fmt.percent(0.5, 0) == "50 %"
+    assert fmt.percent(None) == "n/a" and fmt.percent(float("nan")) == "NaN"
+    assert (
+        fmt.points(0.116) == "+11.6"
+        and fmt.points(-0.0004) == "0.0"
+        and fmt.points(0.116, sign=False) == "11.6"
+    )
+
+
+def test_interval_and_estimate():
+    assert fmt.interval((0.047, 0.197)) == "[0.047, 0.197]"
+    assert fmt.interval((-0.0001, 0.5), 1, sign=True) == "[0.0, +0.5]"
+    assert fmt.interval(None) == "n/a"
+    assert fmt.estimate(0.124, (0.047, 0.197), signed=True) == "+0.124 [+0.047, +0.197]"
+    assert fmt.estimate(0.116, (0.005, 0.223), scale=100, digits=1, signed=True) == "+11.6 [+0.5, +22.3]"
+    assert fmt.estimate(0.714, [0.618, 0.802], scale=100, digits=1, unit="%") == "71.4 % [61.8, 80.2]"
+    assert fmt.estimate(0.5, None) == "0.500"
+    assert fmt.estimate(None, (0.1, 0.2)) == "n/a"
+
+
+def test_entry_reads_a_metrics_entry():
+    assert fmt.entry({"mean": 0.84, "ci": [0.813, 0.866]}) == "0.840 [0.813, 0.866]"
+    change = {"start": 0.474, "change": 0.124, "change_ci": [0.047, 0.197]}
+    assert fmt.entry(change, "change", signed=True) == "+0.124 [+0.047, +0.197]"  # <key>_ci where present
+    win = {"better": 0.598, "better_ci": [0.54, 0.659]}
+    assert fmt.entry(win, "better", scale=100, digits=1, unit="%") == "59.8 % [54.0, 65.9]"
+    assert (
+        fmt.entry(None) == "n/a" and fmt.entry({}) == "n/a" and fmt.entry({"change": None}, "change") == "n/a"
+    )
+
+
+def test_side_is_the_verdict_of_an_interval():
+    assert fmt.side(0.005, 0.223) == "above 0"
+    assert fmt.side(-0.3, -0.1) == "below 0"
+    assert fmt.side(-0.1, 0.1) == "contains 0" and fmt.side(0.0, 0.1) == "contains 0"
+
+
+def test_joined_keeps_the_order_of_a_dict():
+    assert fmt.joined({"0.25": 0.3, "0.5": 0.591, "1": None}) == "0.30 / 0.59 / n/a"
+    assert fmt.joined([8.66, 0.0, -0.02], 1, sign=True) == "+8.7 / 0.0 / 0.0"
+
+
+def test_no_negative_zero():
+    assert (
+        fmt.no_negative_zero("gain -0.0 [-0.0, +6.9], -0.05, -10.0, -0")
+        == "gain 0.0 [0.0, +6.9], -0.05, -10.0, 0"
+    )
+    assert fmt.no_negative_zero("x-0.0 and 1-0") == "x-0.0 and 1-0"  # part of a word or a range: left alone

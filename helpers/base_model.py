@@ -9,6 +9,10 @@ scripted player that is good but imperfect. The built model is cached under
 A built base's folder says what was asked and what was done: `recipe.json` (`sft.obs_steps`, `sft.max_steps`,
 ...) and `sft_summary.json` (the steps of each phase); `path_of` refuses a base where they disagree. SFT that runs
 past its wall-clock guard `sft.max_seconds` stops with an error and saves nothing.
+
+`KIT_BASE_CACHE` (set by the test suite) names a folder of built bases shared by many results folders: a base
+missing from the results is copied from there when the cache has it under the same name (the same recipe hash),
+and a newly built one is put there, so a session builds each base once.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
 import shutil
 import string
 import time
@@ -300,6 +305,11 @@ def path_of(cfg: Config, force: bool = False) -> Path:
         return out
     if out.exists():
         shutil.rmtree(out)  # an interrupted build: start it again
+    cache = Path(os.environ["KIT_BASE_CACHE"]) if os.environ.get("KIT_BASE_CACHE") and not force else None
+    if cache is not None and (cache / out.name / "sft_summary.json").exists():
+        check_complete(cfg, json.loads((cache / out.name / "sft_summary.json").read_text()), cache / out.name)
+        _copy_atomically(cache / out.name, out)
+        return out
     transcripts = demonstrations(cfg, cfg.sft.n_demos, cfg.seed + cfg.sft.seed)
     tmp = out.with_name(out.name + ".building")
     if tmp.exists():
@@ -312,4 +322,20 @@ def path_of(cfg: Config, force: bool = False) -> Path:
     (tmp / "recipe.json").write_text(json.dumps(spec, indent=2, sort_keys=True))
     (tmp / "sft_summary.json").write_text(json.dumps(summary, indent=2))
     tmp.rename(out)
+    if cache is not None:
+        _copy_atomically(out, cache / out.name)
     return out
+
+
+def _copy_atomically(src: Path, dst: Path) -> None:
+    """Copy a built base to `dst` under a temporary name, then rename it; another process that got there first
+    wins (the same recipe built the same base)."""
+    tmp = dst.with_name(f"{dst.name}.copy-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(src, tmp)
+    try:
+        tmp.rename(dst)
+    except OSError:
+        if not (dst / "sft_summary.json").exists():
+            raise
+        shutil.rmtree(tmp)

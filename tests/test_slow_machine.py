@@ -33,6 +33,7 @@ train.rl_train(cfg, "full")
 
 def _start(root):
     env = {**os.environ, "KIT_RESULTS": str(root), "TQDM_DISABLE": "1"}
+    env.pop("KIT_BASE_CACHE", None)  # each process builds its base itself, none is copied from the session's
     return subprocess.Popen([sys.executable, "-c", BUILD], env=env, cwd=config.REPO_ROOT)
 
 

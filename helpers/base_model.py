@@ -162,8 +162,9 @@ class SFTGuardTripped(RuntimeError):
             f"SFT of the base stopped by its wall-clock guard sft.max_seconds = {limit:g} s after {seconds:.0f} s, "
             f"having done {_steps_in_words(phases, done)}; nothing was saved as the base (a half-trained base "
             f"would carry the full recipe's name). This machine trains more slowly than the guard allows: raise "
-            f"sft.max_seconds (in the profile, or --set sft.max_seconds=SECONDS) and run again; the steps, and "
-            f"so the base, stay the same."
+            f"sft.max_seconds (in the profile, or `python -m helpers.run -p sft.max_seconds=SECONDS`) and run "
+            f"again; the steps stay the same (the knob is part of the recipe hash, so the base's folder is named "
+            f"anew)."
         )
 
 

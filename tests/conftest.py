@@ -33,6 +33,8 @@ SLOW_FILES = {
 # fixtures that build or run something slow: a test that uses one is slow, wherever it is
 SLOW_FIXTURES = {"smoke_series", "smoke_base", "shared_base", "base_path", "clone_results"}
 SERIES_FIXTURES = {"smoke_series"}
+# single tests that are slow in files that are otherwise fast (measured with --durations)
+SLOW_TESTS = {"test_every_humaneval_canonical_solution_passes"}
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -71,6 +73,7 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.series)
         if (
             name in SLOW_FILES
+            or getattr(item, "originalname", item.name) in SLOW_TESTS
             or fixtures & SLOW_FIXTURES
             or item.get_closest_marker("series")
             or item.get_closest_marker("interactive")

@@ -1,4 +1,5 @@
 # Two commands do all the set-up: `make reproduce` (every notebook, cpu profile) and `make test`.
+# `make check` is the edit loop (lint and the fast tests); `make verify` compares a run with the committed one.
 # Both create .venv when it is missing and install into it, skipping the install when the requirement
 # files have not changed since the last one (a hash of them is kept in .venv/.installed).
 
@@ -8,7 +9,7 @@ PY     := $(VENV)/bin/python
 PROFILE ?= cpu
 REQS   := requirements.txt requirements-nodeps.txt pyproject.toml
 
-.PHONY: install reproduce test lint format strip clean-results
+.PHONY: install reproduce test check verify lint format strip clean-results
 
 install:
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -27,10 +28,25 @@ install:
 reproduce: install
 	$(PY) -m helpers.run --profile $(PROFILE) --fresh
 
-test: install
-	$(PY) -m ruff check .
-	$(PY) -m ruff format --check .
-	$(PY) -m pytest -q
+# Every test, in two processes side by side (the smoke series of the four environments, and everything else),
+# sharing one folder of built bases (KIT_BASE_CACHE); the series' output is printed when both are done.
+test: lint
+	@cache=$$(mktemp -d); export KIT_BASE_CACHE=$$cache; \
+	$(PY) -m pytest -q -m series > $$cache/series.log 2>&1 & series=$$!; \
+	$(PY) -m pytest -q -m "not series"; rest=$$?; \
+	wait $$series; rc=$$?; echo "--- the smoke series (pytest -m series):"; cat $$cache/series.log; \
+	rm -rf $$cache; test $$rest -eq 0 && test $$rc -eq 0
+
+# The edit loop: lint and the fast tests (no training, no kernels, no smoke series, no Run All).
+check: lint
+	$(PY) -m pytest -q -m "not slow and not series and not interactive"
+
+# Compare a run's metrics.json with the committed run, leaf by leaf, timings ignored (helpers.verify):
+#   make verify                      results/cpu against results/cpu as committed at HEAD
+#   make verify RUN=/tmp/kit/cpu     another run of the cpu profile;  REF=FOLDER  another reference folder
+RUN ?= results/$(PROFILE)
+verify: install
+	$(PY) -m helpers.verify --run $(RUN) $(if $(REF),--reference $(REF))
 
 lint: install
 	$(PY) -m ruff check .

@@ -5,6 +5,14 @@ tiny Qwen3-architecture model (helpers.models) pre-trained by supervised fine-tu
 scripted player that is good but imperfect. The built model is cached under
 `results/<profile>/models/base-<recipe hash>/` and reused while its recipe is unchanged. For a hub model
 (`model.name_or_path` other than `tiny`) `path_of` is simply that name or path.
+
+A built base's folder says what was asked and what was done: `recipe.json` (`sft.obs_steps`, `sft.max_steps`,
+...) and `sft_summary.json` (the steps of each phase); `path_of` refuses a base where they disagree. SFT that runs
+past its wall-clock guard `sft.max_seconds` stops with an error and saves nothing.
+
+`KIT_BASE_CACHE` (set by the test suite) names a folder of built bases shared by many results folders: a base
+missing from the results is copied from there when the cache has it under the same name (the same recipe hash),
+and a newly built one is put there, so a session builds each base once.
 """
 
 from __future__ import annotations
@@ -12,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
 import shutil
 import string
 import time
@@ -137,6 +146,41 @@ def _phases(c) -> list[tuple[str, int, int]]:
     return [p for p in phases if p[1] > 0]
 
 
+def _steps_in_words(phases: list[tuple[str, int, int]], done: list[int]) -> str:
+    return ", ".join(
+        f"{d} of {steps} {context} steps" for (context, steps, _), d in zip(phases, done, strict=True)
+    )
+
+
+class SFTGuardTripped(RuntimeError):
+    """SFT ran past `sft.max_seconds` before doing its steps: the run stops here, and no base is saved."""
+
+    def __init__(self, limit: float, seconds: float, phases: list[tuple[str, int, int]], done: list[int]):
+        done = done + [0] * (len(phases) - len(done))
+        self.limit, self.seconds, self.done = limit, seconds, done
+        super().__init__(
+            f"SFT of the base stopped by its wall-clock guard sft.max_seconds = {limit:g} s after {seconds:.0f} s, "
+            f"having done {_steps_in_words(phases, done)}; nothing was saved as the base (a half-trained base "
+            f"would carry the full recipe's name). This machine trains more slowly than the guard allows: raise "
+            f"sft.max_seconds (in the profile, or `python -m helpers.run -p sft.max_seconds=SECONDS`) and run "
+            f"again; the steps stay the same (the knob is part of the recipe hash, so the base's folder is named "
+            f"anew)."
+        )
+
+
+def check_complete(cfg: Config, summary: dict, where: Path) -> None:
+    """Raise when a base's `sft_summary.json` shows fewer steps in a phase than its recipe asks for (a base built
+    by a version of the kit whose guard stopped SFT silently): such a base must be rebuilt, not reused."""
+    planned = [(context, steps) for context, steps, _ in _phases(cfg.sft)]
+    did = [(p["context"], p["steps"]) for p in summary.get("phases", [])]
+    if did != planned:
+        raise RuntimeError(
+            f"the base in {where} did {', '.join(f'{s} {ctx}' for ctx, s in did) or 'no'} steps where its recipe "
+            f"asks for {', '.join(f'{s} {ctx}' for ctx, s in planned)}: it was stopped early; delete the folder "
+            f"to build it again"
+        )
+
+
 def sft(
     model, tokenizer, transcripts: list[list[dict]], cfg: Config, log: store.Records | None = None
 ) -> dict:
@@ -153,7 +197,11 @@ def sft(
     out of the whole conversation, so the base plays in the context it was trained on.
 
     AdamW (beta2 0.95), linear warm-up then cosine decay to 10 % of `sft.lr` over all steps, length-grouped random
-    batches; the `sft.max_seconds` guard stops early. Returns a summary (steps and final loss per phase, tokens/s).
+    batches. Returns a summary (steps and final loss per phase, tokens/s).
+
+    The base is defined by its steps, never by the machine's speed: when SFT runs longer than `sft.max_seconds`
+    (a guard against a run that would take hours), it stops with `SFTGuardTripped`, naming the knob and the steps
+    each phase did, and nothing is saved as the base.
     """
     c = cfg.sft
     chat = ChatFormat(tokenizer)
@@ -209,11 +257,11 @@ def sft(
                         {"step": step, "context": context, "loss": recent, "seconds": time.time() - t0}
                     )
             if time.time() - t0 > c.max_seconds:
-                break
+                progress.close()
+                done = [*(p["steps"] for p in out["phases"]), len(losses)]
+                raise SFTGuardTripped(c.max_seconds, time.time() - t0, phases, done)
         out["phases"].append({"context": context, "steps": len(losses), "batch_size": batch_size,
                               "final_loss": float(np.mean(losses[-50:])) if losses else None})  # fmt: skip
-        if time.time() - t0 > c.max_seconds:
-            break
     progress.close()
     model.eval()
     seconds = time.time() - t0
@@ -254,9 +302,15 @@ def path_of(cfg: Config, force: bool = False) -> Path:
     digest = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:10]
     out = store.models_dir(cfg.profile) / f"base-{digest}"
     if (out / "sft_summary.json").exists() and not force:
+        check_complete(cfg, json.loads((out / "sft_summary.json").read_text()), out)
         return out
     if out.exists():
         shutil.rmtree(out)  # an interrupted build: start it again
+    cache = Path(os.environ["KIT_BASE_CACHE"]) if os.environ.get("KIT_BASE_CACHE") and not force else None
+    if cache is not None and (cache / out.name / "sft_summary.json").exists():
+        check_complete(cfg, json.loads((cache / out.name / "sft_summary.json").read_text()), cache / out.name)
+        _copy_atomically(cache / out.name, out)
+        return out
     transcripts = demonstrations(cfg, cfg.sft.n_demos, cfg.seed + cfg.sft.seed)
     tmp = out.with_name(out.name + ".building")
     if tmp.exists():
@@ -264,8 +318,25 @@ def path_of(cfg: Config, force: bool = False) -> Path:
     models.build_tiny(cfg.model.tiny, tokenizer_corpus(transcripts), tmp, seed=cfg.seed)
     model, tokenizer = models.load(tmp)
     summary = sft(model, tokenizer, transcripts, cfg, log=store.Records(tmp / "sft_log.jsonl"))
+    check_complete(cfg, summary, tmp)
     model.save_pretrained(tmp)
     (tmp / "recipe.json").write_text(json.dumps(spec, indent=2, sort_keys=True))
     (tmp / "sft_summary.json").write_text(json.dumps(summary, indent=2))
     tmp.rename(out)
+    if cache is not None:
+        _copy_atomically(out, cache / out.name)
     return out
+
+
+def _copy_atomically(src: Path, dst: Path) -> None:
+    """Copy a built base to `dst` under a temporary name, then rename it; another process that got there first
+    wins (the same recipe built the same base)."""
+    tmp = dst.with_name(f"{dst.name}.copy-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(src, tmp)
+    try:
+        tmp.rename(dst)
+    except OSError:
+        if not (dst / "sft_summary.json").exists():
+            raise
+        shutil.rmtree(tmp)

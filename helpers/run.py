@@ -31,6 +31,11 @@ the profile's `run.skip` are left out (not with `--only`).
 notebook passed and kept (the run says where) when one failed. Without `--env` the profile's models
 (`results/<profile>/models/`) go aside with it and are rebuilt; the per-environment series' folders in it stay.
 With `--env` the models, shared by every series of the profile, stay where they are.
+
+At the end of a series the runner compares each notebook's `metrics.json` with the committed run of the same
+recipe (`results/<series>/<NN_name>/` at git's HEAD, when its `manifest.json` has the same profile, series and
+`config`, every knob) and prints a warning naming the notebook and the first differing number when any
+non-timing number differs (`make verify` lists them all).
 """
 
 from __future__ import annotations
@@ -43,12 +48,14 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from helpers import verify
 from helpers.config import REPO_ROOT, Config, ConfigError, load
 from helpers.nbtools import kernel_config
 from helpers.store import profile_dir, results_root, write_atomic
@@ -392,6 +399,42 @@ def set_aside(cfg: Config) -> Path | None:
     return previous
 
 
+def _committed_json(rel: str, rev: str = "HEAD") -> dict | None:
+    """A JSON file of the repository as committed at `rev`; None when it is not there (or git is not)."""
+    try:
+        got = subprocess.run(["git", "show", f"{rev}:{rel}"], cwd=REPO_ROOT, capture_output=True, text=True)
+    except OSError:
+        return None
+    return json.loads(got.stdout) if got.returncode == 0 else None
+
+
+def differs_from_committed(results_name: str, stems: list[str], rev: str = "HEAD") -> list[str]:
+    """One line per notebook whose `metrics.json` differs (timings ignored, helpers.verify) from the committed
+    run of the same recipe: `results/<results_name>/<stem>/` at `rev`, when its manifest has the same profile,
+    series and `config` as this run's. Notebooks with no committed run of their recipe are left out."""
+    out = []
+    for stem in stems:
+        folder = profile_dir(results_name) / stem
+        if not (folder / "metrics.json").exists() or not (folder / "manifest.json").exists():
+            continue
+        rel = f"results/{results_name}/{stem}"
+        committed = _committed_json(f"{rel}/manifest.json", rev)
+        mine = json.loads((folder / "manifest.json").read_text())
+        recipe = ("profile", "series", "config")
+        if committed is None or any(mine.get(k) != committed.get(k) for k in recipe):
+            continue
+        reference = _committed_json(f"{rel}/metrics.json", rev)
+        if reference is None:
+            continue
+        diffs, n = verify.compare(
+            {stem: json.loads((folder / "metrics.json").read_text())}, {stem: reference}
+        )
+        if diffs:
+            out.append(f"{stem}: {len(diffs)} of {n} numbers differ from the committed run of the same recipe "
+                       f"({rel} at {rev}), e.g. {diffs[0]}; `make verify` lists them")  # fmt: skip
+    return out
+
+
 def run_series(cfg: Config, paths: list[Path], profile: str, params: dict) -> bool:
     """Run one series' notebooks in order, stopping at the first failure; `run.json` records what ran."""
     label = cfg.results_name
@@ -423,6 +466,9 @@ def run_series(cfg: Config, paths: list[Path], profile: str, params: dict) -> bo
     write_atomic(out_dir / "run.json", json.dumps({"series": label, "notebooks": log,
                                                    "seconds": round(total, 1), "ok": ok}, indent=2) + "\n")  # fmt: skip
     print(f"[{label}] {'done' if ok else 'FAILED'} in {total:.0f} s", flush=True)
+    passed = [Path(r["notebook"]).stem for r in log if r["ok"]]
+    for line in differs_from_committed(label, passed):
+        print(f"warning: [{label}] {line}", file=sys.stderr, flush=True)
     return ok
 
 

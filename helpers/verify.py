@@ -75,8 +75,14 @@ def compare(run: dict[str, dict], reference: dict[str, dict]) -> tuple[list[Diff
         a = dict(leaves(run[name])) if name in run else {}
         b = dict(leaves(reference[name])) if name in reference else {}
         if name not in run or name not in reference:
-            diffs.append(Difference(name, "/", "<present>" if name in run else "<missing>",
-                                    "<present>" if name in reference else "<missing>"))
+            diffs.append(
+                Difference(
+                    name,
+                    "/",
+                    "<present>" if name in run else "<missing>",
+                    "<present>" if name in reference else "<missing>",
+                )
+            )
             continue
         for path in sorted(set(a) | set(b)):
             n += 1
@@ -133,8 +139,12 @@ def verify(run: Path, reference: Path | None = None, rev: str = "HEAD") -> tuple
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m helpers.verify", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--run", type=Path, default=REPO_ROOT / "results" / "cpu", help="the run's results folder")
-    parser.add_argument("--reference", type=Path, help="a results folder (default: the run's folder at --rev)")
+    parser.add_argument(
+        "--run", type=Path, default=REPO_ROOT / "results" / "cpu", help="the run's results folder"
+    )
+    parser.add_argument(
+        "--reference", type=Path, help="a results folder (default: the run's folder at --rev)"
+    )
     parser.add_argument("--rev", default="HEAD", help="the commit whose results are the reference")
     parser.add_argument("--most", type=int, default=50, help="print at most this many differences")
     a = parser.parse_args(argv)

@@ -1,13 +1,52 @@
-"""Shared fixtures: every test writes results under a temporary KIT_RESULTS, never into results/."""
+"""Shared fixtures and the test tiers.
+
+Every test writes results under a temporary KIT_RESULTS, never into results/. One session shares its built base
+models: `KIT_BASE_CACHE` points at a session folder, so the smoke base (and any other recipe) is built once, by
+whichever test needs it first, and copied into every other results folder that asks for the same recipe hash
+(helpers.base_model.path_of; the notebooks' kernels and the tests' subprocesses inherit the variable).
+
+Tiers (markers, documented in pyproject.toml and the README), applied here by file and by fixture so the test
+files need not carry them:
+- `series`: the Papermill smoke series (tests/test_notebooks.py), one fixture run per environment;
+- `interactive`: Run All of the cpu notebooks on the committed artefacts (tests/test_interactive.py);
+- `slow`: anything that trains, builds a base or starts kernels or subprocesses (every `series` and `interactive`
+  test too);
+- `gpu`, `vllm`: skipped without a CUDA device or vllm.
+`make check` runs the tests that are none of slow, series, interactive; `make test` runs all of them.
+"""
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 import torch
 
 torch.set_num_threads(min(2, os.cpu_count() or 1))
+
+# files whose every test is slow (they train, build bases, run kernels or sandboxes)
+SLOW_FILES = {
+    "test_notebooks.py", "test_interactive.py", "test_kill.py", "test_slow_machine.py", "test_train.py",
+    "test_process.py", "test_precision.py", "test_evaluate.py", "test_trl.py", "test_gpu.py",
+}  # fmt: skip
+# fixtures that build or run something slow: a test that uses one is slow, wherever it is
+SLOW_FIXTURES = {"smoke_series", "smoke_base", "shared_base", "base_path", "clone_results"}
+SERIES_FIXTURES = {"smoke_series"}
+# single tests that are slow in files that are otherwise fast (measured with --durations)
+SLOW_TESTS = {"test_every_humaneval_canonical_solution_passes"}
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _base_cache(tmp_path_factory):
+    """One folder of built bases for the session (left alone when KIT_BASE_CACHE is set already)."""
+    if os.environ.get("KIT_BASE_CACHE"):
+        yield Path(os.environ["KIT_BASE_CACHE"])
+        return
+    cache = tmp_path_factory.mktemp("base_cache")
+    os.environ["KIT_BASE_CACHE"] = str(cache)
+    yield cache
+    os.environ.pop("KIT_BASE_CACHE", None)
 
 
 @pytest.fixture(autouse=True)
@@ -16,6 +55,7 @@ def _results_in_tmp(tmp_path, monkeypatch):
         monkeypatch.setenv("KIT_RESULTS", str(tmp_path / "results"))
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     has_cuda = torch.cuda.is_available()
     try:
@@ -25,6 +65,20 @@ def pytest_collection_modifyitems(config, items):
     except ImportError:
         has_vllm = False
     for item in items:
+        fixtures = set(getattr(item, "fixturenames", ()))
+        name = item.path.name
+        if name == "test_interactive.py":
+            item.add_marker(pytest.mark.interactive)
+        if fixtures & SERIES_FIXTURES:
+            item.add_marker(pytest.mark.series)
+        if (
+            name in SLOW_FILES
+            or getattr(item, "originalname", item.name) in SLOW_TESTS
+            or fixtures & SLOW_FIXTURES
+            or item.get_closest_marker("series")
+            or item.get_closest_marker("interactive")
+        ):
+            item.add_marker(pytest.mark.slow)
         if item.get_closest_marker("gpu") and not has_cuda:
             item.add_marker(pytest.mark.skip(reason="needs a CUDA device"))
         if item.get_closest_marker("vllm") and not has_vllm:

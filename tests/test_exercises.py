@@ -1,14 +1,17 @@
-"""The exercises (helpers.exercises): two or three per notebook, well-formed snippets that use only `profile`, import
-only the kit, the standard library, pandas, numpy and torch, leave the notebook's variables alone, call nothing
-that writes results, and a section that renders every field and the measured runtime (or says it has none).
+"""The exercises (helpers.exercises): two or three per notebook, each a `.py` snippet with its `.toml` beside it,
+snippets that use only `profile` (their one free name), import only the kit, the standard library, pandas, numpy
+and torch, leave the notebook's variables alone, call nothing that writes results, and a section that renders
+every field and the measured runtime (or says it has none). Ruff lints and formats the snippets (`make check`).
 
 Fast: nothing here runs a snippet (tests/test_notebooks.py runs them all on the smoke series)."""
 
 from __future__ import annotations
 
 import ast
+import builtins
 import json
 import re
+import shutil
 import sys
 
 import nbformat
@@ -102,6 +105,48 @@ def test_code_parses_uses_profile_and_imports_only_the_kit_and_its_libraries(ex)
     assert "print" in {
         n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
     }
+
+
+@pytest.mark.parametrize("ex", exercises.EXERCISES, ids=lambda e: e.key)
+def test_profile_is_the_only_free_name(ex):
+    """Ruff's undefined-name check is off for the snippets (they run in the notebook's namespace), so this is it:
+    every name a snippet reads is bound in it, a builtin, or `profile`."""
+    tree = ast.parse(ex.code)
+    bound = set(dir(builtins))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store | ast.Del):
+            bound.add(node.id)
+        elif isinstance(node, ast.alias):
+            bound.add(node.asname or node.name.split(".")[0])
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            bound.add(node.name)
+    loads = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    assert loads - bound == {"profile"}, f"{ex.key} reads undefined {sorted(loads - bound - {'profile'})}"
+
+
+def test_every_snippet_file_has_its_fields_beside_it():
+    folder = exercises.FOLDER
+    snippets = {p.stem for p in folder.glob("*.py")} - {"__init__"}
+    assert snippets == {p.stem for p in folder.glob("*.toml")}
+    assert snippets == {e.path.stem for e in exercises.EXERCISES}
+    assert all(re.fullmatch(r"\d\d[a-c]_[a-z0-9_]+", stem) for stem in snippets), sorted(snippets)
+
+
+def test_load_refuses_an_incomplete_exercise(tmp_path):
+    ex = exercises.get("04b")
+    shutil.copy(ex.path, tmp_path / ex.path.name)
+    toml = ex.path.with_suffix(".toml")
+    shutil.copy(toml, tmp_path / toml.name)
+    assert exercises.load(tmp_path)[0] == ex.__class__(**{**ex.__dict__, "path": tmp_path / ex.path.name})
+    (tmp_path / toml.name).write_text(toml.read_text().replace("look_for =", "look_at ="))
+    with pytest.raises(ValueError, match="fields"):
+        exercises.load(tmp_path)
+    shutil.copy(toml, tmp_path / toml.name)
+    (tmp_path / ex.path.name).unlink()
+    with pytest.raises(FileNotFoundError, match="no snippet"):
+        exercises.load(tmp_path)
 
 
 @pytest.mark.parametrize("ex", exercises.EXERCISES, ids=lambda e: e.key)

@@ -3,6 +3,7 @@ the paper's four environments: FrozenLake as the profile's own series (results/s
 reproduce` writes) and DeepCoder-MT, BFCL and InterCode-SQL as per-environment series (`--env`,
 results/smoke/<env>/<NN_name>/). The frozenlake series (`--env frozenlake`) is the same run in a folder of its
 own, so it is not run again here (tests/test_series.py checks the runner's `--env all`).
+Each series runs once per session, on first use (`smoke_series`), so `-k bfcl` runs only BFCL's series.
 
 New notebooks are covered the moment they exist. The notebooks run in order (later ones read earlier ones'
 results), through the same runner as `make reproduce`. With the tiny model the numbers mean nothing; every code
@@ -24,16 +25,23 @@ NOTEBOOKS = run.notebooks()
 SERIES = [None, *(e for e in run.ALL_ENVS if e != "frozenlake")]
 
 
-@pytest.fixture(scope="module")
-def smoke_results(tmp_path_factory):
+@pytest.fixture(scope="session")
+def smoke_series(tmp_path_factory):
+    """`smoke_series(series)` runs that series once per session, on first use, and returns (results root, the
+    runner's exit code): `-k bfcl` runs bfcl's series only. Every series writes under one root, as `make reproduce`
+    lays them out, and shares the session's smoke base (conftest's KIT_BASE_CACHE)."""
     root = tmp_path_factory.mktemp("smoke_results")
-    others = ",".join(s for s in SERIES if s)
-    with store.results_at(root):
-        codes = {
-            None: run.main(["--profile", "smoke"]),
-            others: run.main(["--profile", "smoke", "--env", others]),
-        }
-    return root, codes
+    codes: dict = {}
+
+    def get(series: str | None):
+        if series not in codes:
+            with store.results_at(root):
+                codes[series] = run.main(
+                    ["--profile", "smoke", *([] if series is None else ["--env", series])]
+                )
+        return root, codes[series]
+
+    return get
 
 
 def _folder(root, series):
@@ -52,8 +60,8 @@ def test_source_notebook_is_clean(path):
 @pytest.mark.notebooks
 @pytest.mark.parametrize("series", SERIES, ids=lambda s: s or "default")
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
-def test_notebook_runs_with_smoke_profile(path, series, smoke_results):
-    root, _ = smoke_results
+def test_notebook_runs_with_smoke_profile(path, series, smoke_series):
+    root, _ = smoke_series(series)
     cfg = config.load("smoke", **({} if series is None else {"series": series}))
     out = _folder(root, series)
     log = json.loads((out / "executed" / "run.json").read_text())
@@ -76,8 +84,9 @@ def test_notebook_runs_with_smoke_profile(path, series, smoke_results):
 
 
 @pytest.mark.notebooks
-def test_every_series_passed_and_the_budgetmix_table_covers_the_four_tasks(smoke_results):
-    root, codes = smoke_results
+def test_every_series_passed_and_the_budgetmix_table_covers_the_four_tasks(smoke_series):
+    codes = {series: smoke_series(series)[1] for series in SERIES}
+    root, _ = smoke_series(None)
     assert set(codes.values()) == {0}, codes
     with store.results_at(root):
         s = report.budgetmix_gains("smoke", run.ALL_ENVS)
@@ -89,19 +98,19 @@ def test_every_series_passed_and_the_budgetmix_table_covers_the_four_tasks(smoke
 
 
 @pytest.mark.notebooks
-def test_series_read_their_own_results(smoke_results):
+@pytest.mark.parametrize("series", SERIES, ids=lambda s: s or "default")
+def test_series_read_their_own_results(series, smoke_series):
     """Notebook 02 reads notebook 01's metrics of its own series: each series' training dynamics are its own."""
-    root, _ = smoke_results
-    for series in SERIES:
-        out = _folder(root, series)
-        m01 = json.loads((out / "01_grpo_training" / "metrics.json").read_text())
-        m02 = json.loads((out / "02_budgetmix_training" / "metrics.json").read_text())
-        assert m01["env"] == m02["env"] == (series or "frozenlake")
-        assert m02["r_single_change"] == (
-            {"grpo": m01["grpo"]["R_single"], "budgetmix": m01["budgetmix"]["R_single"]}
-            if "R_single" in m01["grpo"]
-            else {}
-        )
+    root, _ = smoke_series(series)
+    out = _folder(root, series)
+    m01 = json.loads((out / "01_grpo_training" / "metrics.json").read_text())
+    m02 = json.loads((out / "02_budgetmix_training" / "metrics.json").read_text())
+    assert m01["env"] == m02["env"] == (series or "frozenlake")
+    assert m02["r_single_change"] == (
+        {"grpo": m01["grpo"]["R_single"], "budgetmix": m01["budgetmix"]["R_single"]}
+        if "R_single" in m01["grpo"]
+        else {}
+    )
 
 
 def test_runner_rejects_unknown_parameter(capsys):
@@ -115,26 +124,26 @@ def test_runner_rejects_unknown_notebook(capsys):
 
 
 @pytest.mark.notebooks
-def test_headline_table_on_every_series(smoke_results):
+@pytest.mark.parametrize("series", SERIES, ids=lambda s: s or "default")
+def test_headline_table_on_every_series(series, smoke_series):
     """The headline table reads every series, with or without a step oracle (04/05 skipped, no R_single)."""
-    root, _ = smoke_results
-    for series in SERIES:
-        name = f"smoke/{series}" if series else "smoke"
-        with store.results_at(root):
-            rows = report.headline(name)
-        quantities = [r[0] for r in rows]
-        assert any(q.startswith("Success at 25% of T_max") for q in quantities), name
-        oracle = (series or "frozenlake") in ("frozenlake", "deepcoder")
-        assert ("RL picks the better action after an injected error" in quantities) == oracle, name
+    root, _ = smoke_series(series)
+    name = f"smoke/{series}" if series else "smoke"
+    with store.results_at(root):
+        rows = report.headline(name)
+    quantities = [r[0] for r in rows]
+    assert any(q.startswith("Success at 25% of T_max") for q in quantities), name
+    oracle = (series or "frozenlake") in ("frozenlake", "deepcoder")
+    assert ("RL picks the better action after an injected error" in quantities) == oracle, name
 
 
 @pytest.mark.notebooks
-def test_exercises_run_on_the_smoke_series(smoke_results, capsys):
+def test_exercises_run_on_the_smoke_series(smoke_series, capsys):
     """Every exercise's snippet (helpers.exercises) runs at the end of the smoke series, prints its table and writes
     nothing into the results."""
     from helpers import exercises
 
-    root, _ = smoke_results
+    root, _ = smoke_series(None)
     with store.results_at(root):
         before = exercises.results_snapshot(root)
         for ex in exercises.EXERCISES:

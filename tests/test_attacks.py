@@ -23,10 +23,10 @@ from pathlib import Path
 
 import pytest
 
-from helpers.envs import bfcl, sandbox, spider_sqlite
+from helpers.envs import bfcl, sandbox
 from helpers.envs.base import Task
 from helpers.envs.code import CodeEnv, extract_program, fence, kit_tasks
-from helpers.envs.sql import SQLEnv, dump_databases
+from helpers.envs.sql import SQLEnv, dump_databases, spider_sqlite
 
 KIT_ROOT = Path(sandbox.__file__).resolve().parents[2]
 OFF = sandbox.Limits(timeout_s=3.0, memory_mb=256, audit_hook=False)

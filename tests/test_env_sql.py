@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 from helpers.budget import statement
-from helpers.envs import base, spider_sqlite
+from helpers.envs import base
+from helpers.envs.sql import spider_sqlite
 from helpers.envs.sql import (
     TEST_DBS,
     QueryResult,

@@ -1,0 +1,165 @@
+"""What crosses a pipe between the kit and a process it does not trust: plain data, and framed messages.
+
+- `wire_encode` / `wire_decode`: how values cross the boundary of the code sandbox's assert tests (arguments in,
+  return values out): JSON with tags for the plain-data types JSON lacks, so `candidate(7) == (0, 1)` compares a
+  real tuple. Exact types only; anything else (a class instance, a generator) cannot leave the child. The
+  sandboxed child gets this very file (standard library only) and uses the same two functions.
+- `FrameReader`: the parent side of a framed pipe, with a deadline and a size cap, so that a child that stalls,
+  dies or writes junk costs at most its own message. Two framings: `LINE` (one message per line: the sandbox's
+  JSON channel) and `LENGTH` (an 8-byte little-endian length, `<Q`, then the message: the BFCL call worker's
+  pickles). `frame(data, framing)` writes one message in either.
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import struct
+import time
+
+LINE, LENGTH = "line", "length"
+FRAMINGS = (LINE, LENGTH)
+_HEADER = struct.Struct("<Q")
+
+
+# ---------------------------------------------------------------------------------------------- plain data
+
+
+def wire_encode(x, depth=0):
+    """Plain data as JSON-ready data (tuples, sets, dicts with any keys, bytes, complex and non-finite floats
+    tagged)."""
+    if depth > 200:
+        raise ValueError("the value is nested too deeply to leave the sandbox")
+    t = type(x)
+    if x is None or t is bool or t is int or t is str:
+        return x
+    if t is float:
+        return x if x - x == 0 else {"float": repr(x)}
+    if t is list:
+        return [wire_encode(v, depth + 1) for v in x]
+    if t is tuple or t is set or t is frozenset:
+        return {t.__name__: [wire_encode(v, depth + 1) for v in x]}
+    if t is dict:
+        return {"dict": [[wire_encode(k, depth + 1), wire_encode(v, depth + 1)] for k, v in x.items()]}
+    if t is bytes:
+        return {"bytes": x.hex()}
+    if t is complex:
+        return {"complex": [wire_encode(x.real, depth + 1), wire_encode(x.imag, depth + 1)]}
+    raise TypeError(
+        f"a {t.__name__} cannot leave the sandbox: return plain data (None, bool, int, float, str, "
+        "bytes, complex, list, tuple, set, frozenset, dict)"
+    )
+
+
+def wire_decode(x, depth=0):
+    """The inverse of wire_encode; ValueError for anything it would not produce."""
+    if depth > 200:
+        raise ValueError("nested too deeply")
+    t = type(x)
+    if x is None or t is bool or t is int or t is float or t is str:
+        return x
+    if t is list:
+        return [wire_decode(v, depth + 1) for v in x]
+    if t is dict and len(x) == 1:
+        ((tag, v),) = x.items()
+        try:
+            if tag == "float" and v in ("nan", "inf", "-inf"):
+                return float(v)
+            if tag in ("tuple", "set", "frozenset") and type(v) is list:
+                kind = {"tuple": tuple, "set": set, "frozenset": frozenset}[tag]
+                return kind(wire_decode(e, depth + 1) for e in v)
+            if tag == "dict" and type(v) is list:
+                return {wire_decode(k, depth + 1): wire_decode(e, depth + 1) for k, e in v}
+            if tag == "bytes" and type(v) is str:
+                return bytes.fromhex(v)
+            if tag == "complex" and type(v) is list and len(v) == 2:
+                return complex(wire_decode(v[0], depth + 1), wire_decode(v[1], depth + 1))
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"unreadable {tag}: {exc}") from None
+    raise ValueError(f"unreadable value of type {t.__name__}")
+
+
+# ------------------------------------------------------------------------------------------ framed messages
+
+
+class FrameTooLong(ValueError):
+    """A message longer than the reader's `max_bytes` (the writer is garbling the channel)."""
+
+
+def frame(data: bytes, framing: str = LINE) -> bytes:
+    """One message as it goes on the pipe: `data` + newline (`LINE`; `data` must hold none) or its length as
+    `<Q` + `data` (`LENGTH`)."""
+    if framing == LINE:
+        return data + b"\n"
+    if framing == LENGTH:
+        return _HEADER.pack(len(data)) + data
+    raise ValueError(f"framing must be one of {FRAMINGS}, got {framing!r}")
+
+
+class FrameReader:
+    """Reads framed messages from the pipe `fd` (not closed here). `read(deadline, max_bytes)` returns the next
+    message's bytes (without its framing), or None at the `time.monotonic()` deadline or at end of file; after a
+    None, `eof` says which. A message longer than `max_bytes` raises FrameTooLong (for `LENGTH` as soon as its
+    header is read, before its bytes are)."""
+
+    def __init__(self, fd: int, framing: str = LINE, chunk_bytes: int = 1 << 16) -> None:
+        if framing not in FRAMINGS:
+            raise ValueError(f"framing must be one of {FRAMINGS}, got {framing!r}")
+        self.fd, self.framing, self.chunk_bytes = fd, framing, chunk_bytes
+        self.buf = bytearray()
+        self.eof = False
+        self._sel = selectors.DefaultSelector()
+        self._sel.register(fd, selectors.EVENT_READ)
+
+    def _take(self, max_bytes: int | None) -> bytes | None:
+        """A whole message from the buffer, if one is there."""
+        if self.framing == LINE:
+            cut = self.buf.find(b"\n")
+            if cut < 0:
+                if max_bytes is not None and len(self.buf) > max_bytes:
+                    raise FrameTooLong(f"a message longer than {max_bytes} bytes")
+                return None
+            if max_bytes is not None and cut > max_bytes:
+                raise FrameTooLong(f"a message longer than {max_bytes} bytes")
+            data = bytes(self.buf[:cut])
+            del self.buf[: cut + 1]
+            return data
+        if len(self.buf) < _HEADER.size:
+            return None
+        (n,) = _HEADER.unpack_from(self.buf)
+        if max_bytes is not None and n > max_bytes:
+            raise FrameTooLong(f"a message of {n} bytes, over the limit of {max_bytes}")
+        if len(self.buf) < _HEADER.size + n:
+            return None
+        data = bytes(self.buf[_HEADER.size : _HEADER.size + n])
+        del self.buf[: _HEADER.size + n]
+        return data
+
+    def read(self, deadline: float, max_bytes: int | None = None) -> bytes | None:
+        """The next message, or None at `deadline` (eof False) or when the writer closed the pipe (eof True)."""
+        while True:
+            data = self._take(max_bytes)
+            if data is not None:
+                return data
+            if self.eof:
+                return None
+            left = deadline - time.monotonic()
+            if not self._sel.select(max(left, 0)):
+                if left <= 0:
+                    return None
+                continue
+            chunk = os.read(self.fd, self.chunk_bytes)
+            if not chunk:
+                self.eof = True
+                return None
+            self.buf += chunk
+
+    def close(self) -> None:
+        """Release the selector (the descriptor belongs to the caller)."""
+        self._sel.close()
+
+    def __enter__(self) -> FrameReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

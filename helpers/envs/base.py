@@ -156,6 +156,19 @@ def seeded_subset(items: Sequence[_T], n: int | None, seed: int) -> list[_T]:
     return [items[i] for i in pick]
 
 
+# A time limit that decides an outcome (a query's, a backend call's) counts CPU time of the thread or process doing
+# the work, so a busy machine only slows the work down. A wall-clock bound STALL_FACTOR times as large (at least
+# STALL_MIN_S) stays beside it as a stall guard: work that the CPU limit lets finish gets at least 1/STALL_FACTOR of
+# a core for that long, so the guard trips only on a stopped or starved process, and the result says so.
+STALL_FACTOR = 30
+STALL_MIN_S = 30.0
+
+
+def stall_guard_s(cpu_limit_s: float) -> float:
+    """The wall-clock stall guard beside a CPU-time limit of `cpu_limit_s` seconds."""
+    return max(STALL_MIN_S, STALL_FACTOR * float(cpu_limit_s))
+
+
 def make(name: str, **cfg: Any) -> Env:
     """A fresh environment instance; `cfg` are that environment's settings."""
     return env_class(name)(**cfg)

@@ -22,11 +22,13 @@ any failure while parsing (a literal too long to print, nesting too deep, ...) i
 exception out of `step()`. Positional arguments are bound by the method's own signature, as in the ground truth
 (`sort('a.txt')`); BFCL's prompting decoder would silently drop them. A call that raises gives `Error during
 execution: ...`, the result string BFCL's executor produces. The model's calls run in a worker process under
-`CallLimits` (2 s, 100 000 characters of result, 1 GB of memory by default: `power(base=7, exponent=10**7)` would
-run for seconds): one that hits a limit is stopped, leaves the state as it was, and its result says which limit. In miss_func entries the held-out functions become callable, and their
-docs are shown with BFCL's "I have updated some more functions" message, when their turn comes. (BFCL's
-executor would run any public method, shown or not; one entry, multi_turn_miss_func_49, has a ground-truth call
-of `tail` two turns before it is shown, so its ground truth does not replay here.)
+`CallLimits` (2 s of the worker's CPU time, 100 000 characters of result, 1 GB of memory by default: `power(base=7,
+exponent=10**7)` would run for seconds): one that hits a limit is stopped, leaves the state as it was, and its
+result says which limit (a wall-clock stall guard 30 times the time limit only stops a worker on a starved machine,
+and says so). In miss_func entries the held-out functions become callable, and their docs are shown with BFCL's "I
+have updated some more functions" message, when their turn comes. (BFCL's executor would run any public method,
+shown or not; one entry, multi_turn_miss_func_49, has a ground-truth call of `tail` two turns before it is shown,
+so its ground truth does not replay here.)
 
 Each episode gets a fresh set of backend instances loaded with a deep copy of `initial_config`, then deep
 copied as a whole: some backends alias module-level data into instance state (e.g. the long-context credit

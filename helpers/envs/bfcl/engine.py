@@ -9,12 +9,12 @@ import importlib
 import json
 import os
 import pickle
-import selectors
-import struct
+import signal
 import subprocess
 import sys
 import threading
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,8 +22,10 @@ from typing import Any
 import mpmath
 from bfcl_eval.constants.executable_backend_config import CLASS_FILE_PATH_MAPPING, STATELESS_CLASSES
 
+from helpers.envs.base import stall_guard_s
 from helpers.envs.bfcl.data import function_docs
 from helpers.envs.bfcl.parser import Call
+from helpers.sandbox.wire import LENGTH, FrameReader, frame
 
 
 def backend_class(class_name: str) -> type:
@@ -63,16 +65,21 @@ def run_call(instance: Any, name: str, args: tuple, kwargs: dict) -> str:
 
 @dataclass(frozen=True)
 class CallLimits:
-    """Limits on one backend call with the model's arguments: wall-clock seconds, characters of its result,
-    megabytes of memory it may add."""
+    """Limits on one backend call with the model's arguments: seconds of the call worker's CPU time (what decides
+    the call's outcome, the same on a busy machine as on an idle one), characters of its result, megabytes of
+    memory it may add; and `stall_s`, a much larger wall-clock bound (default `helpers.envs.base.stall_guard_s`)
+    that only stops a worker that stalls, reported as such."""
 
     time_s: float = 2.0
     output_chars: int = 100_000
     memory_mb: int = 1024
+    stall_s: float | None = None
 
     def __post_init__(self) -> None:
-        for key in ("time_s", "output_chars", "memory_mb"):
-            if getattr(self, key) <= 0:
+        if self.stall_s is None and self.time_s > 0:
+            object.__setattr__(self, "stall_s", stall_guard_s(self.time_s))
+        for key in ("time_s", "output_chars", "memory_mb", "stall_s"):
+            if getattr(self, key) is None or getattr(self, key) <= 0:
                 raise ValueError(f"bfcl: call limit {key} must be positive, got {getattr(self, key)!r}")
 
 
@@ -80,11 +87,12 @@ WORKER_MODULE = "helpers.envs.bfcl.worker"
 
 
 class _CallWorker:
-    """One process per kit process that runs model-argument calls under `CallLimits`; killed and restarted when a
-    call overruns (the parent's instances never saw the call, so nothing changed)."""
+    """One process per kit process (`worker.py`) that runs model-argument calls under `CallLimits`; killed and
+    restarted when a call overruns (the parent's instances never saw the call, so nothing changed)."""
 
     def __init__(self) -> None:
         self.proc: subprocess.Popen | None = None
+        self.reader: FrameReader | None = None
         self.memory_mb: int | None = None
         self.lock = threading.Lock()
 
@@ -100,8 +108,9 @@ class _CallWorker:
             start_new_session=True,
         )
         self.memory_mb = memory_mb
-        self.buf = bytearray()
-        if self._read(time.monotonic() + 120) != "ready":
+        self.reader = FrameReader(self.proc.stdout.fileno(), LENGTH)
+        ready = self.reader.read(time.monotonic() + 120)
+        if ready is None or pickle.loads(ready) != "ready":
             self._stop()
             raise RuntimeError(f"bfcl: the call worker did not start (python -m {WORKER_MODULE})")
 
@@ -109,31 +118,39 @@ class _CallWorker:
         if self.proc is not None:
             self.proc.kill()
             self.proc.wait()
+            self.reader.close()
             for stream in (self.proc.stdin, self.proc.stdout):
                 stream.close()
-            self.proc = None
+            self.proc = self.reader = None
 
-    def _read(self, deadline: float) -> Any:
-        """One framed reply, or None on timeout or a dead worker."""
-        fd = self.proc.stdout.fileno()
-        with selectors.DefaultSelector() as sel:
-            sel.register(fd, selectors.EVENT_READ)
-            while True:
-                if len(self.buf) >= 8:
-                    n = struct.unpack("<Q", self.buf[:8])[0]
-                    if len(self.buf) >= 8 + n:
-                        obj = pickle.loads(bytes(self.buf[8 : 8 + n]))
-                        del self.buf[: 8 + n]
-                        return obj
-                left = deadline - time.monotonic()
-                if left <= 0 or not sel.select(left):
-                    if time.monotonic() >= deadline:
-                        return None
-                    continue
-                chunk = os.read(fd, 1 << 20)
-                if not chunk:
-                    return None
-                self.buf += chunk
+    def _reply(self, job: bytes, limits: CallLimits) -> tuple:
+        """The worker's reply to one job; ("cpu",) when it ran past the CPU limit (the kernel ended it: SIGPROF),
+        ("stalled",) when the stall guard stopped it, ("died", exit status) when it ended otherwise."""
+        try:
+            self.proc.stdin.write(frame(job, LENGTH))
+            self.proc.stdin.flush()
+        except OSError:
+            pass  # the worker is gone; its exit status says why
+        else:
+            data = self.reader.read(time.monotonic() + limits.stall_s)
+            if data is not None:
+                return pickle.loads(data)
+            if not self.reader.eof:
+                self._stop()
+                warnings.warn(
+                    f"bfcl: a backend call made no reply within the wall-clock stall guard of {limits.stall_s:g} s "
+                    f"(its limit is {limits.time_s:g} s of CPU time): the machine is too busy or the worker stalled; "
+                    "the call was stopped and its result says so",
+                    RuntimeWarning,
+                    stacklevel=4,
+                )
+                return ("stalled",)
+        try:
+            status = self.proc.wait(timeout=limits.stall_s)
+        except subprocess.TimeoutExpired:
+            status = None
+        self._stop()
+        return ("cpu",) if status == -signal.SIGPROF else ("died", status)
 
     def run(self, instance: Any, call: Call, limits: CallLimits) -> tuple[str, Any | None]:
         """(result text, the instance after the call) or (an error result, None) when a limit was hit."""
@@ -141,27 +158,31 @@ class _CallWorker:
             if self.proc is None or self.proc.poll() is not None or self.memory_mb != limits.memory_mb:
                 self._stop()
                 self._start(limits.memory_mb)
-            job = pickle.dumps(
-                (pickle.dumps(instance), call.name, call.args, call.kwargs, limits.output_chars)
+            job = (
+                pickle.dumps(instance),
+                call.name,
+                call.args,
+                call.kwargs,
+                limits.output_chars,
+                limits.time_s,
             )
-            try:
-                self.proc.stdin.write(struct.pack("<Q", len(job)) + job)
-                self.proc.stdin.flush()
-            except OSError:
-                reply = None
-            else:
-                reply = self._read(time.monotonic() + limits.time_s)
-            if reply is None or reply[0] != "ok":
-                if reply is None:
-                    self._stop()
+            reply = self._reply(pickle.dumps(job), limits)
+            if reply[0] != "ok":
                 return _limit_text(reply, limits), None
             return reply[1], pickle.loads(reply[2])
 
 
-def _limit_text(reply: tuple | None, limits: CallLimits) -> str:
+def _limit_text(reply: tuple, limits: CallLimits) -> str:
     """The result a call gets when it hit a limit (its effects are discarded)."""
-    if reply is None:
-        why = f"the call did not finish within its time limit of {limits.time_s:g} s and was stopped"
+    if reply[0] == "cpu":
+        why = f"the call ran past its time limit of {limits.time_s:g} s of CPU time and was stopped"
+    elif reply[0] == "stalled":
+        why = (
+            f"the call did not finish within the stall guard of {limits.stall_s:g} s of wall-clock time (the "
+            f"machine is too busy; its own limit is {limits.time_s:g} s of CPU time) and was stopped"
+        )
+    elif reply[0] == "died":
+        why = f"the call worker ended during the call (exit status {reply[1]})"
     elif reply[0] == "over":
         why = f"the result is {reply[1]} characters long, over the limit of {limits.output_chars}"
     elif reply[0] == "memory":

@@ -10,13 +10,15 @@ as if it had been submitted** (`info["submitted"]` says which happened, so a tra
 reward for unfinished trajectories can apply it). `submit` itself uses a turn. Success means reward 1.
 
 Queries run on read-only SQLite connections guarded four ways: the URI's `mode=ro`; `PRAGMA query_only`; an
-authorizer callback that allows only reading (SELECT, recursive CTEs, functions other than `load_extension`,
-and a few schema PRAGMAs such as `table_info`) and so refuses writes, ATTACH (also `VACUUM INTO`, which attaches)
-and PRAGMA writes; and a limit of zero attached databases. Every query has a time limit enforced by a progress
-handler (a runaway recursive CTE or a huge join is stopped; fetching is covered too), a row cap and a byte cap
-(`max_result_bytes`, the text and blob lengths kept; rows beyond either are dropped and the observation says so);
-values are capped at `SQLITE_LIMIT_LENGTH`. The reward step compares only what the caps kept, so it is bounded as
-well (`SELECT zeroblob(1000000) FROM city LIMIT 300` keeps 4 rows). Refusals are ordinary error observations.
+authorizer callback that allows only reading (SELECT, recursive CTEs, functions other than `load_extension`, and a
+few schema PRAGMAs such as `table_info`) and so refuses writes, ATTACH (also `VACUUM INTO`, which attaches) and
+PRAGMA writes; and a limit of zero attached databases. Every query has a time limit enforced by a progress handler
+(a runaway recursive CTE or a huge join is stopped; fetching is covered too), counted in CPU time of the thread
+running it so that a busy machine changes no reward (a wall-clock stall guard 30 times as large only stops a query
+on a starved machine, and says so), a row cap and a byte cap (`max_result_bytes`, the text and blob lengths kept;
+rows beyond either are dropped and the observation says so); values are capped at `SQLITE_LIMIT_LENGTH`. The reward
+step compares only what the caps kept, so it is bounded as well (`SELECT zeroblob(1000000) FROM city LIMIT 300`
+keeps 4 rows). Refusals are ordinary error observations.
 
 Tasks (`source="bundled"`, the default, offline): the 20 Spider dev databases from intercode-bench's MySQL
 dump, converted to SQLite (`spider_sqlite.py`), and the 23 sample questions the wheel ships with their gold queries

@@ -7,9 +7,12 @@ from __future__ import annotations
 import math
 import sqlite3
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
+
+from helpers.envs.base import stall_guard_s
 
 SAFE_PRAGMAS = frozenset(
     {"table_info", "table_xinfo", "table_list", "index_list", "index_info", "index_xinfo", "foreign_key_list"}
@@ -37,8 +40,10 @@ class QueryResult:
     truncated: bool = False  # more rows than the row cap, or more bytes than the byte cap: only a prefix kept
     capped_by: str | None = None  # "rows" or "bytes": which cap cut the result
     refused: bool = False  # the guard refused the statement (a write, ATTACH, a PRAGMA write, ...)
-    timed_out: bool = False
-    seconds: float = 0.0
+    timed_out: bool = False  # stopped at the time limit (CPU time of the thread running the query)
+    stalled: bool = False  # stopped by the wall-clock stall guard (the machine, not the query)
+    seconds: float = 0.0  # wall-clock time
+    cpu_seconds: float = 0.0  # CPU time of the thread that ran the query (what the time limit counts)
     tables_read: frozenset[str] = frozenset()
 
     @property
@@ -49,7 +54,10 @@ class QueryResult:
 
 class ReadOnlyDatabase:
     """A read-only connection to one SQLite file with a per-query time limit, a row cap and a byte cap (the sum
-    of the sizes of the values kept; what reaches the observation and the reward is bounded by both)."""
+    of the sizes of the values kept; what reaches the observation and the reward is bounded by both). The time limit
+    counts CPU time of the thread running the query (`time.thread_time()`), so a busy machine changes no outcome; a
+    wall-clock stall guard (`helpers.envs.base.stall_guard_s`) stops a query only on a starved machine, says so in
+    the error and warns."""
 
     def __init__(
         self,
@@ -83,7 +91,8 @@ class ReadOnlyDatabase:
         self.con.setlimit(sqlite3.SQLITE_LIMIT_SQL_LENGTH, 100_000)
         self._refusal: str | None = None
         self._reads: set[str] = set()
-        self._deadline = math.inf
+        self._cpu_deadline = self._wall_deadline = math.inf
+        self._stopped_by: str | None = None
         self.con.set_authorizer(self._authorize)
         self.con.set_progress_handler(self._over_time, 1000)
 
@@ -106,14 +115,20 @@ class ReadOnlyDatabase:
         return sqlite3.SQLITE_DENY
 
     def _over_time(self) -> int:
-        return int(time.monotonic() > self._deadline)
+        """The progress handler: stop at the CPU-time limit of the query's thread, or at the stall guard."""
+        if time.thread_time() > self._cpu_deadline:
+            self._stopped_by = "cpu"
+        elif time.monotonic() > self._wall_deadline:
+            self._stopped_by = "stall"
+        return int(self._stopped_by is not None)
 
     def run(self, sql: str, time_limit_s: float | None = None) -> QueryResult:
         """Run one statement; never raises for a bad query (the error is in the result)."""
         self._refusal, self._reads = None, set()
         limit = self.time_limit_s if time_limit_s is None else float(time_limit_s)
-        start = time.monotonic()
-        self._deadline = start + limit
+        start, cpu_start = time.monotonic(), time.thread_time()
+        self._cpu_deadline, self._wall_deadline = cpu_start + limit, start + stall_guard_s(limit)
+        self._stopped_by = None
         cur = self.con.cursor()
         try:
             cur.execute(sql)
@@ -134,26 +149,36 @@ class ReadOnlyDatabase:
                 truncated=truncated,
                 capped_by=capped_by,
                 seconds=time.monotonic() - start,
+                cpu_seconds=time.thread_time() - cpu_start,
                 tables_read=frozenset(self._reads),
             )
         except (sqlite3.Error, ValueError, OverflowError) as err:  # ValueError: a NUL character in the SQL
-            msg, refused, timed_out = str(err), False, False
+            msg, refused = str(err), False
+            interrupted = isinstance(err, sqlite3.OperationalError) and msg == "interrupted"
             if self._refusal is not None:
                 msg, refused = f"not authorized: {self._refusal}", True
-            elif isinstance(err, sqlite3.OperationalError) and msg == "interrupted":
-                msg, timed_out = f"query stopped: it ran past the {limit:g} s time limit", True
+            elif interrupted and self._stopped_by == "cpu":
+                msg = f"query stopped: it ran past the {limit:g} s time limit (CPU time)"
+            elif interrupted and self._stopped_by == "stall":
+                msg = (
+                    f"query stopped by the stall guard: no result within {stall_guard_s(limit):g} s of wall-clock "
+                    f"time (the machine is too busy; the query's own limit is {limit:g} s of CPU time)"
+                )
+                warnings.warn(f"{self.path.name}: {msg}", RuntimeWarning, stacklevel=2)
             return QueryResult(
                 None,
                 [],
                 error=msg,
                 refused=refused,
-                timed_out=timed_out,
+                timed_out=interrupted and self._stopped_by == "cpu",
+                stalled=interrupted and self._stopped_by == "stall",
                 seconds=time.monotonic() - start,
+                cpu_seconds=time.thread_time() - cpu_start,
                 tables_read=frozenset(self._reads),
             )
         finally:
             cur.close()
-            self._deadline = math.inf
+            self._cpu_deadline = self._wall_deadline = math.inf
 
     def schema(self) -> dict[str, list[str]]:
         """Table -> column names, in the database's order (sqlite_* internal tables left out)."""

@@ -57,7 +57,7 @@ class SQLEnv:
         show_schema: bool = True,
         max_result_bytes: int = 4 << 20,
     ):
-        """`time_limit_s` bounds each query (fetching included); `row_cap` and `max_result_bytes` bound what a
+        """`time_limit_s` bounds each query's CPU time (fetching included); `row_cap` and `max_result_bytes` bound what a
         query's result may hold, and so what the observation and the reward step work on."""
         if show_rows < 1 or time_limit_s <= 0 or row_cap < 1 or max_result_bytes < 1:
             raise ValueError(
@@ -174,10 +174,12 @@ class SQLEnv:
                 error=res.error is not None,
                 refused=res.refused,
                 timed_out=res.timed_out,
+                stalled=res.stalled,
                 rows=None if res.rows is None else len(res.rows),
                 truncated=res.truncated,
                 capped_by=res.capped_by,
                 seconds=round(res.seconds, 4),
+                cpu_seconds=round(res.cpu_seconds, 4),
             )
         info["result_reward"] = intercode_reward(self.last, self.gold)
         if self.remaining == 0:  # out of turns: the last result is scored as if submitted

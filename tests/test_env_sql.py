@@ -16,7 +16,6 @@ import pytest
 
 from helpers.budget import statement
 from helpers.envs import base
-from helpers.envs.sql import spider_sqlite
 from helpers.envs.sql import (
     TEST_DBS,
     QueryResult,
@@ -29,6 +28,7 @@ from helpers.envs.sql import (
     read_task_file,
     render_result,
     sample_tasks,
+    spider_sqlite,
     write_task_file,
 )
 

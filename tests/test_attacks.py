@@ -24,10 +24,10 @@ from pathlib import Path
 import pytest
 
 from helpers import sandbox
-from helpers.envs import bfcl, spider_sqlite
+from helpers.envs import bfcl
 from helpers.envs.base import Task
 from helpers.envs.code import CodeEnv, extract_program, fence, kit_tasks
-from helpers.envs.sql import SQLEnv, dump_databases
+from helpers.envs.sql import SQLEnv, dump_databases, spider_sqlite
 from helpers.sandbox import uids
 
 KIT_ROOT = Path(sandbox.__file__).resolve().parents[2]

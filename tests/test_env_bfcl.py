@@ -3,11 +3,13 @@ and rejection of calls that must never run."""
 
 import copy
 import decimal
+import importlib
 import json
 import uuid
 
 import mpmath
 import pytest
+from bfcl_eval.constants.executable_backend_config import CLASS_FILE_PATH_MAPPING
 from bfcl_eval.eval_checker.multi_turn_eval.multi_turn_checker import multi_turn_checker
 
 from helpers import budget
@@ -336,9 +338,7 @@ def test_backend_objects_are_never_shared_between_episodes_or_with_module_data(e
     a, b = B.BFCLEnv(), B.BFCLEnv()
     a.reset(task, 10)
     b.reset(task, 10)
-    modules = [
-        B.importlib.import_module(B.CLASS_FILE_PATH_MAPPING[c]) for c in task.payload["involved_classes"]
-    ]
+    modules = [importlib.import_module(CLASS_FILE_PATH_MAPPING[c]) for c in task.payload["involved_classes"]]
     module_ids = _mutable_ids([v for m in modules for k, v in vars(m).items() if k.isupper()])
     ids = [_mutable_ids(list(x.instances.values())) for x in (a.backends, a.reference, b.backends)]
     assert not ids[0] & ids[1] and not ids[0] & ids[2] and not ids[1] & ids[2]

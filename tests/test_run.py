@@ -14,7 +14,7 @@ import nbformat
 import pytest
 
 from helpers import config, run, store
-from helpers.envs import spider_sqlite
+from helpers.envs.sql import spider_sqlite
 
 # ------------------------------------------------------------------------------------------ command line
 

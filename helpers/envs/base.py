@@ -18,7 +18,12 @@ from __future__ import annotations
 import importlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
+
+import numpy as np
+
+SPLITS = ("train", "test")
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -135,6 +140,35 @@ def require_step_oracle(name: str, what: str) -> None:
         raise ValueError(f"{what} needs a step oracle; environment {name!r} has none: {info['oracle_note']}")
 
 
+def check_split(split: str, env: str = "") -> None:
+    """Fail unless `split` is 'train' or 'test' (every environment's `load_tasks` calls this first); `env` prefixes
+    the message."""
+    if split not in SPLITS:
+        raise ValueError(f"{env + ': ' if env else ''}split must be 'train' or 'test', got {split!r}")
+
+
+def seeded_subset(items: Sequence[_T], n: int | None, seed: int) -> list[_T]:
+    """`n` of `items` drawn without replacement by `seed`, kept in their stored order; all of them where `n` is
+    None or not below `len(items)`. The one seeded draw every environment's `load_tasks` makes."""
+    if n is None or n >= len(items):
+        return list(items)
+    pick = np.sort(np.random.default_rng(seed).choice(len(items), size=n, replace=False))
+    return [items[i] for i in pick]
+
+
+# A time limit that decides an outcome (a query's, a backend call's) counts CPU time of the thread or process doing
+# the work, so a busy machine only slows the work down. A wall-clock bound STALL_FACTOR times as large (at least
+# STALL_MIN_S) stays beside it as a stall guard: work that the CPU limit lets finish gets at least 1/STALL_FACTOR of
+# a core for that long, so the guard trips only on a stopped or starved process, and the result says so.
+STALL_FACTOR = 30
+STALL_MIN_S = 30.0
+
+
+def stall_guard_s(cpu_limit_s: float) -> float:
+    """The wall-clock stall guard beside a CPU-time limit of `cpu_limit_s` seconds."""
+    return max(STALL_MIN_S, STALL_FACTOR * float(cpu_limit_s))
+
+
 def make(name: str, **cfg: Any) -> Env:
     """A fresh environment instance; `cfg` are that environment's settings."""
     return env_class(name)(**cfg)
@@ -144,8 +178,7 @@ def load_tasks(
     name: str, split: str, n: int | None = None, source: str = "bundled", seed: int = 0, **cfg: Any
 ) -> list[Task]:
     """Tasks of one split ('train' or 'test'); splits are disjoint by construction and checked."""
-    if split not in ("train", "test"):
-        raise ValueError(f"split must be 'train' or 'test', got {split!r}")
+    check_split(split)
     if source not in ("bundled", "hub"):
         raise ValueError(f"source must be 'bundled' or 'hub', got {source!r}")
     tasks = env_class(name).load_tasks(split, n=n, source=source, seed=seed, **cfg)

@@ -28,7 +28,7 @@ from gymnasium.envs.toy_text.frozen_lake import generate_random_map
 from gymnasium.utils import seeding
 
 from helpers.budget import statement
-from helpers.envs.base import StepResult, Task
+from helpers.envs.base import StepResult, Task, check_split, seeded_subset
 
 ACTIONS = ("Left", "Down", "Right", "Up")  # gymnasium's order: LEFT=0 DOWN=1 RIGHT=2 UP=3
 _ACTION_INDEX = {a.lower(): i for i, a in enumerate(ACTIONS)}
@@ -323,25 +323,23 @@ class FrozenLakeEnv:
         map_seed: int = 0,
     ) -> list[Task]:
         """Tasks of one split; with `n`, a seeded subset of it (the whole split keeps its stored order)."""
+        check_split(split, "frozenlake")
         if source != "bundled":
             raise ValueError("frozenlake maps are generated locally; source must be 'bundled'")
         maps = map_sets(size, hole_p, n_train, n_test, map_seed)[split]
-        idx = np.arange(len(maps))
-        if n is not None and n < len(maps):
-            idx = np.sort(np.random.default_rng(seed).choice(len(maps), size=n, replace=False))
         return [
             Task(
                 task_id=f"fl{size}-{split}-{i:05d}",
                 env=cls.name,
                 payload={
-                    "desc": list(maps[i]),
+                    "desc": list(desc),
                     "is_slippery": is_slippery,
                     "success_rate": success_rate,
                     "gamma": gamma,
                 },
                 t_max=t_max,
             )
-            for i in idx
+            for i, desc in seeded_subset(list(enumerate(maps)), n, seed)
         ]
 
     @staticmethod

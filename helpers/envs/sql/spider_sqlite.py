@@ -32,7 +32,7 @@ import sqlite3
 import tempfile
 from pathlib import Path
 
-DATA_DIR = Path(__file__).parent / "data"
+DATA_DIR = Path(__file__).parents[1] / "data"  # helpers/envs/data
 CHECKSUMS_FILE = DATA_DIR / "sql_spider_checksums.json"
 INTERCODE_PIN = "intercode-bench==0.1.22"
 DUMP_RELPATH = ("assets", "datasets", "spider_dev.sql")

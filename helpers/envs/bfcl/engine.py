@@ -1,0 +1,234 @@
+"""bfcl-eval's executable backends: fresh instances per episode, one call run as BFCL's executor runs it, and
+the call worker that runs the model's calls under `CallLimits` in a child process (`worker.py`)."""
+
+from __future__ import annotations
+
+import copy
+import decimal
+import importlib
+import json
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import threading
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import mpmath
+from bfcl_eval.constants.executable_backend_config import CLASS_FILE_PATH_MAPPING, STATELESS_CLASSES
+
+from helpers.envs.base import stall_guard_s
+from helpers.envs.bfcl.data import function_docs
+from helpers.envs.bfcl.parser import Call
+from helpers.sandbox.wire import LENGTH, FrameReader, frame
+
+
+def backend_class(class_name: str) -> type:
+    """A backend class of bfcl-eval by name, e.g. 'GorillaFileSystem'."""
+    if class_name not in CLASS_FILE_PATH_MAPPING:
+        raise ValueError(f"bfcl: unknown backend class {class_name!r}")
+    return getattr(importlib.import_module(CLASS_FILE_PATH_MAPPING[class_name]), class_name)
+
+
+def result_text(result: Any) -> str:
+    """A call's result as BFCL's executor stringifies it: str as is, dict as JSON (str() if not serialisable),
+    anything else with str()."""
+    if type(result) is str:
+        return result
+    if type(result) is dict:
+        try:
+            return json.dumps(result)
+        except Exception:  # BFCL's executor catches everything here too
+            return str(result)
+    return str(result)
+
+
+def run_call(instance: Any, name: str, args: tuple, kwargs: dict) -> str:
+    """One backend method call as BFCL's executor runs it; never raises: an exception (also one while turning the
+    result into text, e.g. an integer too long to print) becomes BFCL's 'Error during execution: ...' result."""
+    # MathAPI sets the process-wide decimal and mpmath precision before each use and never restores it:
+    # restore both, so nothing outside the call changes (results are the same either way).
+    with decimal.localcontext(), mpmath.workprec(mpmath.mp.prec):
+        try:
+            return result_text(getattr(instance, name)(*args, **kwargs))
+        except Exception as e:
+            try:
+                return f"Error during execution: {e}"
+            except Exception:
+                return f"Error during execution: {type(e).__name__}"
+
+
+@dataclass(frozen=True)
+class CallLimits:
+    """Limits on one backend call with the model's arguments: seconds of the call worker's CPU time (what decides
+    the call's outcome, the same on a busy machine as on an idle one), characters of its result, megabytes of
+    memory it may add; and `stall_s`, a much larger wall-clock bound (default `helpers.envs.base.stall_guard_s`)
+    that only stops a worker that stalls, reported as such."""
+
+    time_s: float = 2.0
+    output_chars: int = 100_000
+    memory_mb: int = 1024
+    stall_s: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.stall_s is None and self.time_s > 0:
+            object.__setattr__(self, "stall_s", stall_guard_s(self.time_s))
+        for key in ("time_s", "output_chars", "memory_mb", "stall_s"):
+            if getattr(self, key) is None or getattr(self, key) <= 0:
+                raise ValueError(f"bfcl: call limit {key} must be positive, got {getattr(self, key)!r}")
+
+
+WORKER_MODULE = "helpers.envs.bfcl.worker"
+
+
+class _CallWorker:
+    """One process per kit process (`worker.py`) that runs model-argument calls under `CallLimits`; killed and
+    restarted when a call overruns (the parent's instances never saw the call, so nothing changed)."""
+
+    def __init__(self) -> None:
+        self.proc: subprocess.Popen | None = None
+        self.reader: FrameReader | None = None
+        self.memory_mb: int | None = None
+        self.lock = threading.Lock()
+
+    def _start(self, memory_mb: int) -> None:
+        root = str(Path(__file__).resolve().parents[3])  # the kit's root, also where it is not pip-installed
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")} | {"PYTHONPATH": root}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-s", "-P", "-m", WORKER_MODULE, str(memory_mb)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,
+        )
+        self.memory_mb = memory_mb
+        self.reader = FrameReader(self.proc.stdout.fileno(), LENGTH)
+        ready = self.reader.read(time.monotonic() + 120)
+        if ready is None or pickle.loads(ready) != "ready":
+            self._stop()
+            raise RuntimeError(f"bfcl: the call worker did not start (python -m {WORKER_MODULE})")
+
+    def _stop(self) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+            self.reader.close()
+            for stream in (self.proc.stdin, self.proc.stdout):
+                stream.close()
+            self.proc = self.reader = None
+
+    def _reply(self, job: bytes, limits: CallLimits) -> tuple:
+        """The worker's reply to one job; ("cpu",) when it ran past the CPU limit (the kernel ended it: SIGPROF),
+        ("stalled",) when the stall guard stopped it, ("died", exit status) when it ended otherwise."""
+        try:
+            self.proc.stdin.write(frame(job, LENGTH))
+            self.proc.stdin.flush()
+        except OSError:
+            pass  # the worker is gone; its exit status says why
+        else:
+            data = self.reader.read(time.monotonic() + limits.stall_s)
+            if data is not None:
+                return pickle.loads(data)
+            if not self.reader.eof:
+                self._stop()
+                warnings.warn(
+                    f"bfcl: a backend call made no reply within the wall-clock stall guard of {limits.stall_s:g} s "
+                    f"(its limit is {limits.time_s:g} s of CPU time): the machine is too busy or the worker stalled; "
+                    "the call was stopped and its result says so",
+                    RuntimeWarning,
+                    stacklevel=4,
+                )
+                return ("stalled",)
+        try:
+            status = self.proc.wait(timeout=limits.stall_s)
+        except subprocess.TimeoutExpired:
+            status = None
+        self._stop()
+        return ("cpu",) if status == -signal.SIGPROF else ("died", status)
+
+    def run(self, instance: Any, call: Call, limits: CallLimits) -> tuple[str, Any | None]:
+        """(result text, the instance after the call) or (an error result, None) when a limit was hit."""
+        with self.lock:
+            if self.proc is None or self.proc.poll() is not None or self.memory_mb != limits.memory_mb:
+                self._stop()
+                self._start(limits.memory_mb)
+            job = (
+                pickle.dumps(instance),
+                call.name,
+                call.args,
+                call.kwargs,
+                limits.output_chars,
+                limits.time_s,
+            )
+            reply = self._reply(pickle.dumps(job), limits)
+            if reply[0] != "ok":
+                return _limit_text(reply, limits), None
+            return reply[1], pickle.loads(reply[2])
+
+
+def _limit_text(reply: tuple, limits: CallLimits) -> str:
+    """The result a call gets when it hit a limit (its effects are discarded)."""
+    if reply[0] == "cpu":
+        why = f"the call ran past its time limit of {limits.time_s:g} s of CPU time and was stopped"
+    elif reply[0] == "stalled":
+        why = (
+            f"the call did not finish within the stall guard of {limits.stall_s:g} s of wall-clock time (the "
+            f"machine is too busy; its own limit is {limits.time_s:g} s of CPU time) and was stopped"
+        )
+    elif reply[0] == "died":
+        why = f"the call worker ended during the call (exit status {reply[1]})"
+    elif reply[0] == "over":
+        why = f"the result is {reply[1]} characters long, over the limit of {limits.output_chars}"
+    elif reply[0] == "memory":
+        why = f"the call ran out of memory (limit {limits.memory_mb} MB)"
+    else:
+        why = f"the call failed in the backend worker ({reply[1]})"
+    return f"Error during execution: {why}; nothing was changed."
+
+
+_CALL_WORKER = _CallWorker()
+
+
+class Backends:
+    """Fresh instances of an entry's backend classes, loaded with its initial_config, and call dispatch. With
+    `limits`, every call runs in the call worker under them (the model's backends); without, here (the ground
+    truth's, trusted)."""
+
+    def __init__(
+        self,
+        involved_classes: list[str],
+        initial_config: dict,
+        long_context: bool,
+        limits: CallLimits | None = None,
+    ) -> None:
+        self.instances: dict[str, Any] = {}
+        self.limits = limits
+        for class_name in involved_classes:
+            instance = backend_class(class_name)()
+            if class_name not in STATELESS_CLASSES:
+                instance._load_scenario(
+                    copy.deepcopy(initial_config.get(class_name, {})), long_context=long_context
+                )
+            self.instances[class_name] = instance
+        # One deep copy of all instances together severs any alias of module-level data (and keeps
+        # references between instances' own objects, such as the file system's current directory).
+        self.instances = copy.deepcopy(self.instances)
+        # Method name -> class; a later class wins, as in BFCL's executor (no name is shared in practice).
+        self.owner = {d["name"]: c for c in involved_classes for d in function_docs(c)}
+
+    def execute(self, call: Call) -> str:
+        """Run one parsed call; an exception becomes BFCL's 'Error during execution: ...' result, and so does a
+        call that hits a limit (then the instance is left as it was)."""
+        owner = self.owner[call.name]
+        if self.limits is None:
+            return run_call(self.instances[owner], call.name, call.args, call.kwargs)
+        text, after = _CALL_WORKER.run(self.instances[owner], call, self.limits)
+        if after is not None:
+            self.instances[owner] = after
+        return text

@@ -1,0 +1,85 @@
+"""The BFCL call worker: a child process that runs the model's backend calls one at a time (`engine._CallWorker`).
+
+Started as `python -s -P -m helpers.envs.bfcl.worker <memory_mb>` with only the kit's root on PYTHONPATH (no other
+PYTHON* variable, no user site). The backends are bfcl-eval's trusted code; the arguments are the model's
+literals, which can make a call run for minutes (`power(base=7, exponent=10**7)`) or return megabytes, so the call
+runs here and not in the kit's process.
+
+Each job on stdin is a frame (`<Q` length, then a pickle, `helpers.sandbox.wire.LENGTH`) of (the instance pickled,
+method name, args, kwargs, output cap, seconds of CPU time); the answer on stdout is one such frame: ("ok", result
+text, the instance pickled after the call), ("over", result length), ("memory",) or ("failed", why); "ready" is
+sent once at start. The address space may grow by `memory_mb` over what the started worker holds (RLIMIT_AS). A
+job that uses more than its seconds of this process's CPU time ends the process (SIGPROF from
+`setitimer(ITIMER_PROF)`): the kit reads the signal in the exit status and starts a fresh worker.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import resource
+import signal
+import struct
+import sys
+
+from helpers.envs.bfcl.engine import run_call
+from helpers.sandbox.wire import LENGTH, frame
+
+_HEADER = struct.Struct("<Q")
+
+
+def read_exact(n: int) -> bytes:
+    """`n` bytes from stdin; the end of stdin (the kit closed the pipe) ends the worker."""
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = os.read(0, n - len(buf))
+        if not chunk:
+            sys.exit(0)
+        buf += chunk
+    return bytes(buf)
+
+
+def write(out: int, obj: object) -> None:
+    """One framed pickle on the descriptor `out`."""
+    view = memoryview(frame(pickle.dumps(obj), LENGTH))
+    while view:
+        view = view[os.write(out, view) :]
+
+
+def answer(job: tuple) -> tuple:
+    """The reply to one job (see the module doc)."""
+    state, name, args, kwargs, cap, _ = job
+    try:
+        instance = pickle.loads(state)
+        text = run_call(instance, name, args, kwargs)
+        return ("over", len(text)) if len(text) > cap else ("ok", text, pickle.dumps(instance))
+    except MemoryError:
+        return ("memory",)
+    except BaseException as e:
+        return ("failed", f"{type(e).__name__}: {e}"[:300])
+
+
+def main(memory_mb: int) -> None:
+    """Serve jobs until stdin closes."""
+    out = os.dup(1)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)  # a backend that prints cannot garble the channel
+    with open("/proc/self/statm") as f:
+        size = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    extra = memory_mb << 20
+    resource.setrlimit(resource.RLIMIT_AS, (size + extra, size + extra))
+    # The CPU time limit: SIGPROF's default action ends the process.
+    signal.signal(signal.SIGPROF, signal.SIG_DFL)
+    write(out, "ready")
+    while True:
+        (n,) = _HEADER.unpack(read_exact(_HEADER.size))
+        job = pickle.loads(read_exact(n))
+        # The limit counts this process's CPU time (user + system) from here until the reply is written: a busy
+        # machine only slows the call down and never changes its outcome. Waiting for the next job costs none.
+        signal.setitimer(signal.ITIMER_PROF, job[-1])
+        write(out, answer(job))
+        signal.setitimer(signal.ITIMER_PROF, 0)
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]))

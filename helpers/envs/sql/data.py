@@ -12,7 +12,7 @@ import re
 import zipfile
 from pathlib import Path
 
-from helpers.envs.sql import spider_sqlite
+import helpers.envs.sql.spider_sqlite as spider_sqlite
 from helpers.envs.sql.engine import ReadOnlyDatabase
 
 # SHA-256 of intercode-bench 0.1.22's assets/datasets/sql_queries.csv: the 23 samples, whose row numbers are ids.

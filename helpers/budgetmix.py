@@ -116,7 +116,8 @@ def r_single_curves(cfg: Config, n_boot: int = 1000, ci: float = 0.95, seed: int
         }
         for mode in train.BUDGET_MODES
     }
-    return plots.seed_curves(logs, R_SINGLE_CURVES, "", n_boot, ci, seed)
+    bands = metrics.seed_bands(logs, R_SINGLE_CURVES, n_boot, ci, seed)
+    return plots.seed_curves(logs, R_SINGLE_CURVES, "", bands, ci)
 
 
 def _by_fraction(frame: pd.DataFrame, col: str) -> dict[str, object]:

@@ -8,9 +8,10 @@ the figure; `summary` is notebook 01's metrics.json and `findings` what the note
 
 from __future__ import annotations
 
+import matplotlib.pyplot as plt
 import pandas as pd
 
-from helpers import fmt, paper, train
+from helpers import fmt, metrics, paper, plots, train
 from helpers.config import Config
 from helpers.envs import step_oracle
 
@@ -46,6 +47,14 @@ def curve_columns(cfg: Config) -> dict[str, str]:
     """The logged columns to draw and their labels: R_multi, and both R_single where the environment has a step
     oracle."""
     return CURVES | (R_SINGLE_CURVES if step_oracle(cfg.env.name)["step_oracle"] else {})
+
+
+def training_curves(cfg: Config, logs: dict[str, dict[int, pd.DataFrame]]) -> plt.Figure:
+    """GRPO's logged R_multi (and R_single) against the RL step: each seed, the mean over seeds and its interval
+    over seeds and units (`metrics.seed_bands`)."""
+    runs, columns = {"grpo": logs["full"]}, curve_columns(cfg)
+    bands = metrics.seed_bands(runs, columns, cfg.eval.n_bootstrap, cfg.eval.ci, cfg.seed)
+    return plots.seed_curves(runs, columns, "GRPO, full budget", bands, cfg.eval.ci)
 
 
 def training_dynamics(cfg: Config) -> dict[str, dict]:

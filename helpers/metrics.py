@@ -328,6 +328,62 @@ def nested_bootstrap(
     return point, float(low), float(high)
 
 
+def units_column(frames: list[pd.DataFrame], col: str) -> str | None:
+    """The per-unit column behind a logged metric (`eval_success` -> `eval_success_by_task`, `r_single` ->
+    `r_single_by_state`), if every run logged it."""
+    for suffix in ("_by_task", "_by_state"):
+        if all(f"{col}{suffix}" in m for m in frames):
+            return f"{col}{suffix}"
+    return None
+
+
+def _unit_values(v: object) -> np.ndarray:
+    """A logged list of per-unit values as floats (None -> NaN); empty for a missing entry."""
+    if v is None or (isinstance(v, float) and np.isnan(v)):
+        return np.zeros(0)
+    return np.array([np.nan if x is None else x for x in v], dtype=float)
+
+
+def step_intervals(
+    by_seed: dict[int, pd.DataFrame], col: str, n_boot: int = 1000, ci: float = 0.95, seed: int = 0
+) -> pd.DataFrame | None:
+    """Per RL step: the mean over seeds and units (maps or pool states) of a logged metric, with a percentile
+    interval that resamples seeds and units (`crossed_bootstrap` when every seed scored the same units,
+    else `nested_bootstrap`), from the metric's per-unit column. None if the runs did not log one.
+    Columns step, mean, low, high, n_seeds, n_units; and one column per seed (its mean over units)."""
+    frames = list(by_seed.values())
+    units = units_column(frames, col)
+    if units is None:
+        return None
+    per_step: dict[int, dict[int, np.ndarray]] = {}
+    for s, m in by_seed.items():
+        for step, v in zip(m["step"], m[units], strict=True):
+            arr = _unit_values(v)
+            if arr.size and not np.all(np.isnan(arr)):
+                per_step.setdefault(int(step), {})[s] = arr
+    rows = []
+    for step, arrs in sorted(per_step.items()):
+        values = list(arrs.values())
+        if len({a.size for a in values}) == 1:
+            point, low, high = crossed_bootstrap({"m": np.vstack(values)}, lambda m: m["m"], n_boot, ci, seed)
+        else:
+            point, low, high = nested_bootstrap([a[~np.isnan(a)] for a in values], n_boot=n_boot, ci=ci,
+                                                        seed=seed)  # fmt: skip
+        rows.append({"step": step, "mean": point, "low": low, "high": high, "n_seeds": len(values),
+                     "n_units": max(a.size for a in values), **{s: float(np.nanmean(a)) for s, a in arrs.items()}})  # fmt: skip
+    return pd.DataFrame(rows) if rows else None
+
+
+def seed_bands(
+    runs: dict[str, dict[int, pd.DataFrame]], columns: dict[str, str] | list[str], n_boot: int = 1000,
+    ci: float = 0.95, seed: int = 0,
+) -> dict[str, dict[str, pd.DataFrame | None]]:  # fmt: skip
+    """`step_intervals` of every method's runs (`runs[method][seed]`: a metrics log) and metric column: the bands
+    of `plots.seed_curves`, {method: {column: intervals, or None where the runs logged no per-unit values}}."""
+    return {method: {col: step_intervals(by_seed, col, n_boot, ci, seed) for col in columns}
+            for method, by_seed in runs.items()}  # fmt: skip
+
+
 def _seed_task(cell: pd.DataFrame, names: list[str], value: str) -> np.ndarray:
     """[len(names), n_tasks] array of `value` per (agent, task) of one cell, tasks in one shared order."""
     wide = cell.pivot_table(index="task_id", columns="model", values=value)

@@ -3,8 +3,6 @@ save it through `helpers.store.Run.save_figure` (PNG and PDF, byte-stable)."""
 
 from __future__ import annotations
 
-import itertools
-
 import matplotlib
 
 if matplotlib.get_backend().lower() == "agg" or not matplotlib.get_backend():
@@ -139,70 +137,22 @@ def testbed(curve: pd.DataFrame, t_max: int) -> plt.Figure:
     return fig
 
 
-def _units_column(frames: list[pd.DataFrame], col: str) -> str | None:
-    """The per-unit column behind a logged metric (`eval_success` -> `eval_success_by_task`, `r_single` ->
-    `r_single_by_state`), if every run logged it."""
-    for suffix in ("_by_task", "_by_state"):
-        if all(f"{col}{suffix}" in m for m in frames):
-            return f"{col}{suffix}"
-    return None
-
-
-def _unit_values(v: object) -> np.ndarray:
-    """A logged list of per-unit values as floats (None -> NaN); empty for a missing entry."""
-    if v is None or (isinstance(v, float) and np.isnan(v)):
-        return np.zeros(0)
-    return np.array([np.nan if x is None else x for x in v], dtype=float)
-
-
-def step_intervals(
-    by_seed: dict[int, pd.DataFrame], col: str, n_boot: int = 1000, ci: float = 0.95, seed: int = 0
-) -> pd.DataFrame | None:
-    """Per RL step: the mean over seeds and units (maps or pool states) of a logged metric, with a percentile
-    interval that resamples seeds and units (`metrics.crossed_bootstrap` when every seed scored the same units,
-    else `metrics.nested_bootstrap`), from the metric's per-unit column. None if the runs did not log one.
-    Columns step, mean, low, high, n_seeds, n_units; and one column per seed (its mean over units)."""
-    frames = list(by_seed.values())
-    units = _units_column(frames, col)
-    if units is None:
-        return None
-    per_step: dict[int, dict[int, np.ndarray]] = {}
-    for s, m in by_seed.items():
-        for step, v in zip(m["step"], m[units], strict=True):
-            arr = _unit_values(v)
-            if arr.size and not np.all(np.isnan(arr)):
-                per_step.setdefault(int(step), {})[s] = arr
-    rows = []
-    for step, arrs in sorted(per_step.items()):
-        values = list(arrs.values())
-        if len({a.size for a in values}) == 1:
-            point, low, high = metrics.crossed_bootstrap(
-                {"m": np.vstack(values)}, lambda m: m["m"], n_boot, ci, seed
-            )
-        else:
-            point, low, high = metrics.nested_bootstrap([a[~np.isnan(a)] for a in values], n_boot=n_boot, ci=ci,
-                                                        seed=seed)  # fmt: skip
-        rows.append({"step": step, "mean": point, "low": low, "high": high, "n_seeds": len(values),
-                     "n_units": max(a.size for a in values), **{s: float(np.nanmean(a)) for s, a in arrs.items()}})  # fmt: skip
-    return pd.DataFrame(rows) if rows else None
-
-
 def seed_curves(
     runs: dict[str, dict[int, pd.DataFrame]], columns: dict[str, str], title: str = "",
-    n_boot: int = 1000, ci: float = 0.95, seed: int = 0,
+    bands: dict[str, dict[str, pd.DataFrame | None]] | None = None, ci: float = 0.95,
 ) -> plt.Figure:  # fmt: skip
     """One panel per metric column against the RL step: per method each seed as a thin line, the mean over RL
-    seeds (thick line) and a band. `runs[method][seed]` is that run's metrics log. Where the log holds the metric
-    per map or pool state (`<col>_by_task`, `<col>_by_state`) the mean is over seeds and units and the band a
-    bootstrap interval over both (`step_intervals`); otherwise the band is the range of the seeds."""
+    seeds (thick line) and a band. `runs[method][seed]` is that run's metrics log. Where `bands[method][col]` holds
+    the metric's intervals over seeds and units (maps or pool states; `metrics.seed_bands`) the mean and the band
+    are those; otherwise the band is the range of the seeds."""
     fig, axes = plt.subplots(1, len(columns), figsize=(4.2 * len(columns), 3.6), squeeze=False)
     for ax, (col, label) in zip(axes[0], columns.items(), strict=True):
-        bands: set[str] = set()
+        bands_drawn: set[str] = set()
         for method, by_seed in runs.items():
             c = _color(method)
             n = len(by_seed)
             name = f"{method} ({n} seed{'s' if n != 1 else ''})"
-            iv = step_intervals(by_seed, col, n_boot, ci, seed)
+            iv = ((bands or {}).get(method) or {}).get(col)
             if iv is not None:
                 for k in by_seed:
                     if k in iv:
@@ -211,10 +161,10 @@ def seed_curves(
                 ax.fill_between(iv["step"], iv["low"], iv["high"], color=c, alpha=0.15)
                 units = (
                     "maps"
-                    if _units_column(list(by_seed.values()), col).endswith("_by_task")
+                    if metrics.units_column(list(by_seed.values()), col).endswith("_by_task")
                     else "pool states"
                 )
-                bands.add(f"{ci:.0%} bootstrap interval, {'seeds × ' if n > 1 else ''}{units}")
+                bands_drawn.add(f"{ci:.0%} bootstrap interval, {'seeds × ' if n > 1 else ''}{units}")
                 continue
             frames = [m.dropna(subset=[col])[["step", col]].set_index("step")[col] for m in by_seed.values()]
             wide = pd.concat(frames, axis=1)
@@ -222,9 +172,9 @@ def seed_curves(
                 ax.plot(wide.index, wide[k], color=c, lw=0.6, alpha=0.35)
             ax.plot(wide.index, wide.mean(axis=1), marker="o", ms=3, color=c, label=name)
             ax.fill_between(wide.index, wide.min(axis=1), wide.max(axis=1), color=c, alpha=0.12)
-            bands.add("range of the seeds")
+            bands_drawn.add("range of the seeds")
         ax.set(xlabel="RL step", ylabel=label)
-        ax.set_title("band: " + "; ".join(sorted(bands)), fontsize=8)
+        ax.set_title("band: " + "; ".join(sorted(bands_drawn)), fontsize=8)
     handles, labels = axes[0, 0].get_legend_handles_labels()
     handles.append(plt.Line2D([], [], color="#999999", lw=0.6))
     labels.append("thin lines: single seeds")
@@ -411,27 +361,6 @@ def quality_distributions(
     return fig
 
 
-def depth_win_intervals(
-    per_state: pd.DataFrame, bins: list[float], a: str = "rl", b: str = "base",
-    n_boot: int = 1000, ci: float = 0.95, seed: int = 0,
-) -> pd.DataFrame:  # fmt: skip
-    """Per bin of normalised depth (the bins and labels of `probing.by_depth`): the fraction of live states where
-    `a` beats `b`, mean over RL seeds (column `rl_seed`), with a seeds-then-states interval
-    (`metrics.nested_bootstrap`). Columns depth_bin, better, low, high."""
-    from helpers.probing import wins
-
-    labels = [f"[{lo:.2f}, {hi:.2f})" for lo, hi in itertools.pairwise(bins)]
-    binned = pd.cut(per_state["depth"], bins=bins, labels=labels, right=False, include_lowest=True)
-    rows = []
-    for label, g in per_state.groupby(binned, observed=True):
-        seeds = g.groupby("rl_seed") if "rl_seed" in g else [(0, g)]
-        per_seed = [w for _, s in seeds if (w := wins(s, a, b)).size]
-        if per_seed:
-            point, low, high = metrics.nested_bootstrap(per_seed, n_boot=n_boot, ci=ci, seed=seed)
-            rows.append({"depth_bin": str(label), "better": point, "low": low, "high": high})
-    return pd.DataFrame(rows, columns=["depth_bin", "better", "low", "high"])
-
-
 def win_rate_by_depth(
     depth: pd.DataFrame,
     a: str = "rl",
@@ -440,7 +369,7 @@ def win_rate_by_depth(
     ci: float = 0.95,
 ) -> plt.Figure:
     """Stacked fractions of live states where `a` is better / tied / worse than `b`, per bin of normalised depth
-    d_t, with the number of live (and dead) states under each bar; with `intervals` (`depth_win_intervals`) an
+    d_t, with the number of live (and dead) states under each bar; with `intervals` (`matched.depth_win_intervals`) an
     error bar on the fraction where `a` is better."""
     fig, ax = plt.subplots(figsize=(6, 3.6))
     x = range(len(depth))
@@ -532,33 +461,10 @@ def nll_histograms(nll: pd.DataFrame, quantile: float = 0.99) -> plt.Figure:
     return fig
 
 
-def llr_by_turn(llr: pd.DataFrame, n_boot: int = 1000, ci: float = 0.95, seed: int = 0) -> pd.DataFrame:
-    """Per trajectory source (`trajectories_of`) and turn: the mean cumulative LLR over the trajectories still
-    running at that turn, mean over RL seeds (column `rl_seed`, each seed's RL model scores them), with a
-    seeds-then-trajectories interval (`metrics.nested_bootstrap`), and n, the number of distinct trajectories.
-    Columns trajectories_of, turn, mean, low, high, n."""
-    ids = [c for c in ("model", "trajectory") if c in llr] or ["turn"]
-    rows = []
-    for (name, turn), g in llr.groupby(["trajectories_of", "turn"], sort=True):
-        per_seed = [s["cum_llr"].to_numpy(float) for _, s in g.groupby("rl_seed")] if "rl_seed" in g else [
-            g["cum_llr"].to_numpy(float)]  # fmt: skip
-        point, low, high = metrics.nested_bootstrap(
-            [a for a in per_seed if a.size], n_boot=n_boot, ci=ci, seed=seed
-        )
-        n = len(g.drop_duplicates(ids)) if ids != ["turn"] else len(g)
-        rows.append(
-            {"trajectories_of": name, "turn": int(turn), "mean": point, "low": low, "high": high, "n": n}
-        )
-    return pd.DataFrame(rows, columns=["trajectories_of", "turn", "mean", "low", "high", "n"])
-
-
-def llr_curves(
-    llr: pd.DataFrame, n_boot: int = 1000, ci: float = 0.95, seed: int = 0, min_n: int = 10
-) -> plt.Figure:
+def llr_curves(summary: pd.DataFrame, ci: float = 0.95, min_n: int = 10) -> plt.Figure:
     """Mean cumulative log-likelihood ratio log pi_RL - log pi_base against the turn, per trajectory source, over
-    the trajectories still running at each turn (`llr_by_turn`), with its bootstrap interval; below, n per turn.
-    Turns with fewer than `min_n` trajectories are drawn as hollow markers without an interval."""
-    summary = llr_by_turn(llr, n_boot, ci, seed)
+    the trajectories still running at each turn, with its bootstrap interval (`summary`: `llr.by_turn`); below, n
+    per turn. Turns with fewer than `min_n` trajectories are drawn as hollow markers without an interval."""
     fig, (ax, axn) = plt.subplots(
         2, 1, figsize=(5.8, 4.8), sharex=True, gridspec_kw={"height_ratios": [3, 1.2]}
     )

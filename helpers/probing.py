@@ -222,6 +222,19 @@ def oracle_statement(info: dict) -> str:
     )
 
 
+def skipped(oracle: dict, why: str) -> dict:
+    """The metrics of a step-level notebook on an environment without a step oracle: the oracle's record
+    (`helpers.envs.step_oracle`) and why the analysis did not run."""
+    return {**oracle, "skipped": why}
+
+
+def skipped_findings(m: dict) -> list[str]:
+    """The findings of a step-level notebook that skipped (`skipped`): what it needs and why the environment lacks
+    it."""
+    return [f"- **Skipped on {m['env']}:** {m['skipped']}, and {m['env']} has none ({m['oracle_note']}); the paper "
+            "runs this analysis on FrozenLake and DeepCoder-MT only."]  # fmt: skip
+
+
 def state_table(states: list[ProbeState], quality: dict[str, np.ndarray]) -> pd.DataFrame:
     """Per state: task, source, turn t, depth d_t, whether it is dead, and each policy's mean quality over its
     G actions (one column per entry of `quality`)."""

@@ -15,7 +15,19 @@ from __future__ import annotations
 import argparse
 import sys
 
-from helpers import budgetmix, dynamics, fmt, paper, pass_kt, store, supervision, testbed
+from helpers import (
+    budgetmix,
+    dynamics,
+    fmt,
+    llr,
+    matched,
+    paper,
+    pass_kt,
+    recovery,
+    store,
+    supervision,
+    testbed,
+)
 
 
 def _get(profile: str, notebook: str, *keys, default=None):
@@ -162,166 +174,17 @@ def markdown(profile: str = "cpu") -> str:
 #
 # Each notebook ends with a short section that says what its run found, generated from its metrics.json (never
 # typed numbers), beside the paper's number where the paper gives one. Each notebook's findings live beside the
-# code that writes its metrics (its analysis module); notebooks 04-06's are still here.
-
-
-def _sign(lo: float, hi: float) -> str:
-    return "above 0" if lo > 0 else "below 0" if hi < 0 else "contains 0"
-
-
-def _pct0(x: float | None) -> str:
-    return "n/a" if x is None or x != x else f"{100 * x:.0f} %"
-
-
-def _win(d: dict) -> str:
-    lo, hi = d["better_ci"]
-    return f"{100 * d['better']:.1f} % [{100 * lo:.1f}, {100 * hi:.1f}]"
-
-
-def _skipped(m: dict) -> list[str]:
-    """The findings of a step-level notebook on an environment without a step oracle (it records why it skipped)."""
-    return [f"- **Skipped on {m['env']}:** {m['skipped']}, and {m['env']} has none ({m['oracle_note']}); the paper "
-            "runs this analysis on FrozenLake and DeepCoder-MT only."]  # fmt: skip
-
-
-def _findings_04(m: dict) -> list[str]:
-    if "skipped" in m:
-        return _skipped(m)
-    s = m["matched_states"]
-    env = m.get("env", "frozenlake")
-    reported = env if env in m["paper"] else "frozenlake"
-    paper = m["paper"][reported]
-    q = {k: s[f"mean_quality_{k}"] for k in ("base", "sharp", "rl")}
-    lines = [
-        f"Matched states per GRPO seed: {s['n_states_per_seed']} (of them dead, left out: {s['n_dead_per_seed']}); "
-        f"G = {m['g']} actions per policy and state; means over {s['n_seeds']} seeds, 95 % intervals over seeds "
-        "and states.",
-        f"- **RL better than the base** at {_win(s['rl_vs_base'])} of live states (tie "
-        f"{100 * s['rl_vs_base']['tie']:.1f} %, worse {100 * s['rl_vs_base']['worse']:.1f} %); paper, "
-        f"{TASK_NAMES.get(reported, reported)}: {100 * paper:.1f} %.",
-        f"- **RL better than the sharpened base** (temperature {m['sharpened_temperature']:g}) at "
-        f"{_win(s['rl_vs_sharp'])}; the sharpened base better than the base at {_win(s['sharp_vs_base'])}.",
-        "- **Mean quality** (live states): "
-        + "; ".join(f"{k} {v['mean']:.3f} [{v['ci'][0]:.3f}, {v['ci'][1]:.3f}]" for k, v in q.items())
-        + ".",
-    ]
-    lo, hi = s["rl_vs_base"]["better_ci"]
-    if lo > 0.5:
-        verdict = "not supported here: RL is better at more than half of the live states"
-    elif hi < 0.5:
-        verdict = "consistent: RL is better at fewer than half of the live states"
-    else:
-        verdict = "undecided at this sample size: the interval contains one half"
-    vs_sharp = s["rl_vs_sharp"]["better_ci"]
-    lines.append(
-        f"- **The paper's claim** (RL is not uniformly better at single steps): {verdict}; against the sharpened "
-        "base "
-        + (
-            "RL's steps are better at more than half of the states: a per-step gain beyond sharpening."
-            if vs_sharp[0] > 0.5
-            else "the sharpened base's steps are better at more than half of the states: no per-step gain beyond "
-            "sharpening."
-            if vs_sharp[1] < 0.5
-            else "this sample cannot tell RL's per-step gain from sharpening."
-        )
-    )
-    rows = [r for r in m["by_depth"] if r["comparison"] == "rl vs base"]
-    if rows:
-        lines.append(
-            "- **By depth d_t** (RL better than base, live states): "
-            + "; ".join(
-                f"{r['depth_bin']} {_pct0(r['rl_better'])} (n = {r['n_live']}, {r['n_dead']} dead)"
-                for r in rows
-            )
-            + "."
-        )
-    return lines
-
-
-def _findings_05(m: dict) -> list[str]:
-    if "skipped" in m:
-        return _skipped(m)
-    s, c = m["superior_action"], m["concentration"]
-    paper = m["paper"]
-    where = paper.get("setting", "FrozenLake")
-    cont = {r["model"]: r for r in m["continuation"]}
-    ub = m["continuation_upper_bound"]
-    lines = [
-        f"Error states per GRPO seed: {m['n_error_states_per_seed']} (dead, left out: {s['n_dead_per_seed']}); "
-        "means over seeds, 95 % intervals over seeds and states.",
-        f"- **RL picks the better next action** than the base at {_win(s['rl_vs_base'])} of live error states "
-        f"(paper, {where}: {100 * paper['rl_superior_action']:.1f} %), than the sharpened base at "
-        f"{_win(s['rl_vs_sharp'])}.",
-    ]
-    for key, label in (("rl_vs_base", "the base"), ("rl_vs_sharp", "the sharpened base")):
-        d = c[key]
-        lo, hi = d["ci"]
-        verdict = (
-            "higher at error states: RL's advantage concentrates there"
-            if lo > 0
-            else "lower at error states"
-            if hi < 0
-            else "not distinguishable at this sample size"
-        )
-        lines.append(
-            f"- **Concentration** (win rate over {label}, error states minus matched states): "
-            f"{100 * d['error_minus_matched']:+.1f} points [{100 * lo:+.1f}, {100 * hi:+.1f}]: {verdict}."
-        )
-    lines.append(
-        "- **Continuation success** from the same error states: "
-        + "; ".join(
-            f"{k} {100 * v['success']:.1f} % [{100 * v['low']:.1f}, {100 * v['high']:.1f}]"
-            for k, v in cont.items()
-        )
-        + f"; structural upper bound {100 * ub['mean']:.1f} % (paper, {where}: RL "
-        f"{100 * paper['continuation_rl']:.1f} % vs base {100 * paper['continuation_base']:.1f} %)."
-    )
-    for k, v in m["continuation_difference"].items():
-        lines.append(
-            f"- **{k}** (continuation): {100 * v['mean']:+.1f} points [{100 * v['ci'][0]:+.1f}, "
-            f"{100 * v['ci'][1]:+.1f}], interval {_sign(*v['ci'])}."
-        )
-    return lines
-
-
-def _findings_06(m: dict) -> list[str]:
-    n, llr, paper = m["nll_base_policy"], m["cum_llr_successful"], m["paper"]
-
-    def fmt(d: dict, digits: int = 3) -> str:
-        return f"{d['mean']:.{digits}f} [{d['ci'][0]:.{digits}f}, {d['ci'][1]:.{digits}f}]"
-
-    lines = [
-        "- Per-token NLL of actions under the base policy (nats, mean per trajectory): "
-        + "; ".join(f"{k} actions {fmt(v)}" for k, v in n.items())
-        + f" (paper, Terminal-Bench: RL {paper['nll_rl_actions']:.2f} vs base {paper['nll_base_actions']:.2f}).",
-        "- Cumulative log-likelihood ratio log pi_RL - log pi_base of successful trajectories: "
-        + "; ".join(f"{k} trajectories {fmt(v)}" for k, v in llr.items())
-        + f" (paper, Terminal-Bench: about {paper['cum_llr_rl']:.0f} vs {paper['cum_llr_base']:.0f}; an action here is"
-        " a few tokens of the tiny model or one reply of Qwen3, a Terminal-Bench action hundreds of tokens, so only"
-        " the direction is comparable).",
-    ]
-    if "rl" in llr and "base" in llr:
-        sep = llr["rl"]["ci"][0] > llr["base"]["ci"][1]
-        lines.append(
-            f"- **Direction:** successful RL trajectories {'are' if sep else 'are not clearly'} likelier under "
-            "RL than successful base trajectories"
-            + (
-                f"; the sharpened base's successful trajectories score {fmt(llr['sharp'])}."
-                if "sharp" in llr
-                else "."
-            )
-        )
-    return lines
+# code that writes its metrics (its analysis module).
 
 
 FINDINGS = {
     "00_environments": testbed.findings,
-    "04_step_level_probing": _findings_04,
-    "05_error_recovery": _findings_05,
-    "06_likelihood_analysis": _findings_06,
     "01_grpo_training": dynamics.findings,
     "02_budgetmix_training": budgetmix.findings,
     "03_pass_at_kt_sweep": pass_kt.findings,
+    "04_step_level_probing": matched.findings,
+    "05_error_recovery": recovery.findings,
+    "06_likelihood_analysis": llr.findings,
     "07_process_supervision": supervision.findings,
 }
 

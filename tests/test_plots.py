@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from matplotlib.collections import PolyCollection
 
-from helpers import plots
+from helpers import llr, matched, metrics, plots
 
 E_NOTATION = re.compile(r"\d[eE][+-]?\d")
 
@@ -145,7 +145,7 @@ def _llr() -> pd.DataFrame:
 
 
 def test_llr_by_turn_counts_distinct_trajectories_and_gives_an_interval():
-    s = plots.llr_by_turn(_llr(), n_boot=200).set_index(["trajectories_of", "turn"])
+    s = llr.by_turn(_llr(), n_boot=200).set_index(["trajectories_of", "turn"])
     assert s.loc[("base", 1), "n"] == 20  # scored by two seeds, counted once
     assert s.loc[("base", 2), "n"] == 15
     assert s.loc[("rl", 1), "n"] == 24  # each seed's own trajectories
@@ -154,7 +154,7 @@ def test_llr_by_turn_counts_distinct_trajectories_and_gives_an_interval():
 
 
 def test_llr_curves_show_n_per_turn_and_mark_turns_with_few_trajectories():
-    fig = plots.llr_curves(_llr(), n_boot=100, min_n=16)
+    fig = plots.llr_curves(llr.by_turn(_llr(), n_boot=100), min_n=16)
     ax, axn = fig.axes
     text = _texts(fig)
     assert "95% bootstrap interval" in text and "n < 16" in text
@@ -212,11 +212,12 @@ def _logs(by_task: bool) -> dict[int, pd.DataFrame]:
 
 def test_seed_curves_band_is_a_bootstrap_interval_over_seeds_and_maps():
     logs = _logs(by_task=True)
-    fig = plots.seed_curves({"grpo": logs}, {"eval_success": "R_multi"}, n_boot=200)
+    runs, columns = {"grpo": logs}, {"eval_success": "R_multi"}
+    fig = plots.seed_curves(runs, columns, bands=metrics.seed_bands(runs, columns, n_boot=200))
     text = _texts(fig)
     assert "band: 95% bootstrap interval, seeds × maps" in text
     assert "grpo (3 seeds)" in text
-    iv = plots.step_intervals(logs, "eval_success", n_boot=200)
+    iv = metrics.step_intervals(logs, "eval_success", n_boot=200)
     assert (
         list(iv["step"]) == [0, 10, 20] and (iv["low"] < iv["mean"]).all() and (iv["mean"] < iv["high"]).all()
     )
@@ -226,9 +227,12 @@ def test_seed_curves_band_is_a_bootstrap_interval_over_seeds_and_maps():
 
 
 def test_seed_curves_without_per_unit_logs_fall_back_to_the_seed_range_and_say_so():
-    fig = plots.seed_curves({"grpo": _logs(by_task=False)}, {"eval_success": "R_multi"})
+    runs, columns = {"grpo": _logs(by_task=False)}, {"eval_success": "R_multi"}
+    bands = metrics.seed_bands(runs, columns)
+    assert bands == {"grpo": {"eval_success": None}}
+    fig = plots.seed_curves(runs, columns, bands=bands)
     assert "band: range of the seeds" in _texts(fig)
-    assert plots.step_intervals(_logs(by_task=False), "eval_success") is None
+    assert metrics.step_intervals(_logs(by_task=False), "eval_success") is None
 
 
 # ---------------------------------------------------------------------------------- bars, error states, depth
@@ -263,7 +267,7 @@ def test_win_rate_by_depth_draws_the_interval_of_the_win_rate():
                               "base": rng.uniform(0, 1, 200), "dead": rng.uniform(0, 1, 200) < 0.1,
                               "rl_seed": np.repeat([0, 1], 100)})  # fmt: skip
     bins = [0.0, 0.5, 1.0]
-    iv = plots.depth_win_intervals(per_state, bins, n_boot=200)
+    iv = matched.depth_win_intervals(per_state, bins, n_boot=200)
     assert list(iv["depth_bin"]) == ["[0.00, 0.50)", "[0.50, 1.00)"]
     assert ((iv["low"] <= iv["better"]) & (iv["better"] <= iv["high"])).all()
     depth = pd.DataFrame({"depth_bin": iv["depth_bin"], "rl_better": iv["better"], "tie": 0.0,

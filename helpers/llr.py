@@ -1,0 +1,196 @@
+"""Notebook 06's analysis: plausible actions, improbable trajectories. The per-token NLL of actions under the base
+policy and the cumulative log-likelihood ratio log pi_RL - log pi_base of successful trajectories, for the base,
+the sharpened base and every GRPO seed, on recorded trajectories of the test tasks at each task's T_max; and the
+same two numbers for transcripts recorded elsewhere when the profile names a file.
+
+The measurements themselves (`action_nll`, `cumulative_llr`, transcripts) are `helpers.likelihood`'s; this module
+chooses the trajectories, summarises over RL seeds with a seeds-then-trajectories interval
+(`metrics.nested_bootstrap`), gives the notebook's metrics.json (`summary`) and reads it back (`findings`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from helpers import controls, evaluate, fmt, likelihood, metrics, paper, store
+from helpers.config import Config
+from helpers.envs import load_tasks, settings
+from helpers.policy import Policy, Sampling
+
+NOTEBOOK = "06_likelihood_analysis"
+ROLES = ("rl", "base", "sharp")
+
+
+@dataclass
+class Recorded:
+    """The trajectories notebook 06 scores: the test tasks, the agents (base, sharp, every GRPO seed), the GRPO
+    seeds' names and each agent's recorded trajectories."""
+
+    tasks: list
+    agents: dict[str, Policy]
+    rl_names: list[str]
+    trajs: dict[str, list]
+
+    def counts(self) -> dict[str, str]:
+        """Per agent: how many trajectories, how many successful."""
+        return {
+            n: f"{len(t)} trajectories, {sum(x.success for x in t)} successful" for n, t in self.trajs.items()
+        }
+
+
+def record(cfg: Config) -> Recorded:
+    """Every agent's trajectories on the first `probing.n_trajectories` test tasks (a trajectory per task at least,
+    no more tasks than that), at each task's own T_max, recorded once and read back from the store."""
+    p = cfg.probing
+    tasks = load_tasks(cfg.env.name, "test", seed=cfg.seed, **settings(cfg))[: p.n_trajectories]
+    n_per_task = max(1, -(-p.n_trajectories // len(tasks)))
+    sampling = Sampling.from_config(cfg.sampling)
+    agents = controls.agents(cfg, modes=("full",))
+    trajs = {name: evaluate.recorded_trajectories(cfg.results_name, f"likelihood-{name}", agents[name], cfg.env.name,
+                                                  tasks, None, n_per_task, sampling, seed=cfg.seed + 6000,
+                                                  step_quality=False)
+             for name in agents}  # fmt: skip
+    return Recorded(tasks, agents, controls.seeds_of(agents, "grpo"), trajs)
+
+
+def action_nll(rec: Recorded) -> pd.DataFrame:
+    """Per action of the base's, the sharpened base's and every GRPO seed's trajectories: its per-token NLL under
+    the base policy (`likelihood.action_nll`); column `actions_of` names the agent."""
+    return pd.concat([likelihood.action_nll(rec.agents["base"], rec.trajs[name]).assign(actions_of=name)
+                      for name in ["base", "sharp", *rec.rl_names]])  # fmt: skip
+
+
+def by_source(nll: pd.DataFrame) -> pd.DataFrame:
+    """`action_nll` rows with the GRPO seeds pooled: `actions_of` is base, sharp or rl (for the histogram)."""
+    return nll.assign(
+        actions_of=nll["actions_of"].str.replace(r"-s\d+$", "", regex=True).replace({"grpo": "rl"})
+    )
+
+
+def nll_summary(nll: pd.DataFrame, rl_names: list[str], n_boot: int = 1000, ci: float = 0.95,
+                seed: int = 0) -> dict[str, tuple[float, float, float]]:  # fmt: skip
+    """Mean per-token NLL per trajectory of each source's actions, (mean, low, high): base and sharp over their
+    trajectories, rl over seeds then trajectories."""
+    per_traj = nll.groupby(["actions_of", "trajectory"])["nll_mean"].mean()
+    boot = (n_boot, ci, seed)
+    return {
+        "base": metrics.nested_bootstrap([per_traj["base"].to_numpy()], lambda x: x, *boot),
+        "sharp": metrics.nested_bootstrap([per_traj["sharp"].to_numpy()], lambda x: x, *boot),
+        "rl": metrics.nested_bootstrap([per_traj[n].to_numpy() for n in rl_names], lambda x: x, *boot),
+    }
+
+
+def cumulative(rec: Recorded) -> pd.DataFrame:
+    """The cumulative LLR of every GRPO seed against the base (`likelihood.cumulative_llr`) on that seed's, the
+    base's and the sharpened base's trajectories; columns `trajectories_of` (rl, base, sharp) and `rl_seed`."""
+    rows = [likelihood.cumulative_llr(rec.agents[name], rec.agents["base"], rec.trajs[src])
+            .assign(trajectories_of=role, rl_seed=name)
+            for name in rec.rl_names for role, src in (("rl", name), ("base", "base"), ("sharp", "sharp"))]  # fmt: skip
+    return pd.concat(rows, ignore_index=True)
+
+
+def llr_summary(ratio: pd.DataFrame, rl_names: list[str], n_boot: int = 1000, ci: float = 0.95,
+                seed: int = 0) -> dict[str, tuple[float, float, float]]:  # fmt: skip
+    """The final cumulative LLR of successful trajectories per source, (mean, low, high) over seeds then
+    trajectories; a source without a successful trajectory has no entry."""
+    finals: dict[str, list] = {role: [] for role in ROLES}
+    for name in rl_names:
+        for role in ROLES:
+            one = ratio[(ratio["rl_seed"] == name) & (ratio["trajectories_of"] == role)]
+            final = one[one["success"]].groupby("trajectory")["cum_llr"].last().to_numpy()
+            if final.size:
+                finals[role].append(final)
+    return {
+        role: metrics.nested_bootstrap(v, lambda x: x, n_boot, ci, seed) for role, v in finals.items() if v
+    }
+
+
+def by_turn(ratio: pd.DataFrame, n_boot: int = 1000, ci: float = 0.95, seed: int = 0) -> pd.DataFrame:
+    """Per trajectory source (`trajectories_of`) and turn: the mean cumulative LLR over the trajectories still
+    running at that turn, mean over RL seeds (column `rl_seed`, each seed's RL model scores them), with a
+    seeds-then-trajectories interval (`metrics.nested_bootstrap`), and n, the number of distinct trajectories.
+    Columns trajectories_of, turn, mean, low, high, n (what `plots.llr_curves` draws)."""
+    ids = [c for c in ("model", "trajectory") if c in ratio] or ["turn"]
+    rows = []
+    for (name, turn), g in ratio.groupby(["trajectories_of", "turn"], sort=True):
+        per_seed = [s["cum_llr"].to_numpy(float) for _, s in g.groupby("rl_seed")] if "rl_seed" in g else [
+            g["cum_llr"].to_numpy(float)]  # fmt: skip
+        point, low, high = metrics.nested_bootstrap(
+            [a for a in per_seed if a.size], n_boot=n_boot, ci=ci, seed=seed
+        )
+        n = len(g.drop_duplicates(ids)) if ids != ["turn"] else len(g)
+        rows.append(
+            {"trajectories_of": name, "turn": int(turn), "mean": point, "low": low, "high": high, "n": n}
+        )
+    return pd.DataFrame(rows, columns=["trajectories_of", "turn", "mean", "low", "high", "n"])
+
+
+def summary_frame(s: dict[str, tuple[float, float, float]], what: str) -> pd.DataFrame:
+    """`nll_summary` / `llr_summary` as a table: one row per source, `what`, low, high."""
+    return pd.DataFrame(s, index=[what, "low", "high"]).T
+
+
+def transcripts(cfg: Config, out: store.Run, rec: Recorded) -> tuple[dict, Path | None]:
+    """Score the transcript file the profile names (`probing.transcripts`; `likelihood.score_transcripts`) under
+    the base and every GRPO seed, writing the tables `transcript_action_nll` and `transcript_cumulative_llr`.
+    Returns (the metrics of the section, the file); {"file": None} where the profile names none."""
+    p = cfg.probing
+    path = likelihood.transcripts_file(p.transcripts, out.path("example_transcripts.jsonl"))
+    if path is None:
+        return {"file": None}, None
+    found, t_nll, t_llr = likelihood.score_transcripts(path, rec.agents["base"],
+                                                       {n: rec.agents[n] for n in rec.rl_names},
+                                                       cfg.eval.n_bootstrap, cfg.eval.ci, cfg.seed)  # fmt: skip
+    found["generated_examples"] = p.transcripts == "examples"
+    out.write_table("transcript_action_nll", t_nll)
+    out.write_table("transcript_cumulative_llr", t_llr)
+    return found, path
+
+
+def summary(cfg: Config, rec: Recorded, nll: dict, llr: dict, transcript_metrics: dict) -> dict:
+    """Everything notebook 06 reports, for its metrics.json (and `findings`)."""
+    return {
+        "env": cfg.env.name,
+        "nll_base_policy": {k: {"mean": v[0], "ci": [v[1], v[2]]} for k, v in nll.items()},
+        "cum_llr_successful": {k: {"mean": v[0], "ci": [v[1], v[2]]} for k, v in llr.items()},
+        "n_trajectories": {k: len(v) for k, v in rec.trajs.items()},
+        "n_successful": {k: int(sum(t.success for t in v)) for k, v in rec.trajs.items()},
+        "t_max": sorted({t.t_max for t in rec.tasks}),
+        "transcripts": transcript_metrics,
+        "seeds": cfg.train.seeds,
+        "paper": {
+            "nll_rl_actions": paper.value(paper.NLL_BASE_POLICY["rl_actions"]),
+            "nll_base_actions": paper.value(paper.NLL_BASE_POLICY["base_actions"]),
+            "cum_llr_rl": paper.value(paper.CUMULATIVE_LLR["rl_trajectories"]),
+            "cum_llr_base": paper.value(paper.CUMULATIVE_LLR["base_trajectories"]),
+        },
+    }
+
+
+def findings(m: dict) -> list[str]:
+    """The 'what this run found' section of notebook 06, from its metrics.json."""
+    n, llr, pp = m["nll_base_policy"], m["cum_llr_successful"], m["paper"]
+    lines = [
+        "- Per-token NLL of actions under the base policy (nats, mean per trajectory): "
+        + "; ".join(f"{k} actions {fmt.entry(v)}" for k, v in n.items())
+        + f" (paper, Terminal-Bench: RL {fmt.number(pp['nll_rl_actions'], 2)} vs base "
+        f"{fmt.number(pp['nll_base_actions'], 2)}).",
+        "- Cumulative log-likelihood ratio log pi_RL - log pi_base of successful trajectories: "
+        + "; ".join(f"{k} trajectories {fmt.entry(v)}" for k, v in llr.items())
+        + f" (paper, Terminal-Bench: about {fmt.number(pp['cum_llr_rl'], 0)} vs {fmt.number(pp['cum_llr_base'], 0)}; "
+        "an action here is a few tokens of the tiny model or one reply of Qwen3, a Terminal-Bench action hundreds "
+        "of tokens, so only the direction is comparable).",
+    ]  # fmt: skip
+    if "rl" in llr and "base" in llr:
+        sep = llr["rl"]["ci"][0] > llr["base"]["ci"][1]
+        sharp = (
+            f"; the sharpened base's successful trajectories score {fmt.entry(llr['sharp'])}."
+            if "sharp" in llr
+            else "."
+        )
+        lines.append(f"- **Direction:** successful RL trajectories {'are' if sep else 'are not clearly'} likelier "
+                     f"under RL than successful base trajectories{sharp}")  # fmt: skip
+    return lines

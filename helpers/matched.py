@@ -1,0 +1,217 @@
+"""Notebook 04's analysis: matched-state probing. Does RL pick better single actions than the base at the same
+states, and where in a trajectory (normalised depth d_t = t / T_max)?
+
+For every GRPO seed: a pool of matched states drawn equally from the base's and that seed's trajectories on the
+test tasks at the full budget (`probing.matched_pool`); at each state the base, the sharpened base and the RL
+model sample G actions from independent streams and the environment's step oracle scores them
+(`probing.state_quality`). Win rates and mean qualities are means over RL seeds with a seeds-then-states interval
+(`probing.seed_summary`); dead states are counted apart. On an environment without a step oracle nothing is
+probed and `summary` records why (`probing.skipped`).
+
+`probe` computes, `summary` gives the notebook's metrics.json and `findings` reads it back: writer and reader of
+the schema side by side.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+
+import matplotlib.pyplot as plt
+import pandas as pd
+
+from helpers import controls, envs, evaluate, fmt, metrics, paper, plots, probing, store
+from helpers.config import Config
+from helpers.envs import load_tasks, settings
+from helpers.policy import Policy, Sampling
+
+NOTEBOOK = "04_step_level_probing"
+PAIRS = (("rl", "base"), ("rl", "sharp"), ("sharp", "base"))
+SKIPPED = "matched-state probing needs a step oracle"
+
+
+@dataclass
+class Probe:
+    """What notebook 04 computes: the oracle's record, the pools of every GRPO seed and the per-state table
+    (columns of `probing.state_table` and `rl_seed`), its summary over seeds, the win rates by depth bin and their
+    intervals. Empty where the environment has no step oracle."""
+
+    oracle: dict
+    tasks: list = field(default_factory=list)
+    pools: dict[str, list[probing.ProbeState]] = field(default_factory=dict)
+    per_state: pd.DataFrame = field(default_factory=pd.DataFrame)
+    seeds: dict = field(default_factory=dict)
+    depth: pd.DataFrame = field(default_factory=pd.DataFrame)
+    depth_intervals: pd.DataFrame = field(default_factory=pd.DataFrame)
+
+    @property
+    def has_oracle(self) -> bool:
+        return bool(self.oracle["step_oracle"])
+
+
+def recorded(cfg: Config, agents: dict[str, Policy], tasks: list, name: str) -> list:
+    """Agent `name`'s probing trajectories, two per test task at each task's own T_max (shared with notebook 05)."""
+    sampling = Sampling.from_config(cfg.sampling)
+    return evaluate.recorded_trajectories(cfg.results_name, f"probe-{name}", agents[name], cfg.env.name, tasks,
+                                          None, 2, sampling, seed=cfg.seed + 4000)  # fmt: skip
+
+
+def roles(name: str) -> tuple[tuple[str, str], ...]:
+    """(role, agent) of the three policies compared at a pool of RL seed `name`."""
+    return (("base", "base"), ("sharp", "sharp"), ("rl", name))
+
+
+def quality_table(
+    agents: dict[str, Policy], pools: dict[str, list], g: int, cfg: Config, seed: int
+) -> pd.DataFrame:
+    """Per state of every seed's pool: each role's mean oracle quality over its G actions, sampled with `seed`."""
+    s = Sampling.from_config(cfg.sampling)
+    tables = []
+    for name, pool in pools.items():
+        quality = {role: probing.state_quality(agents[agent], pool, g,
+                                               Sampling(s.temperature, s.top_p, s.max_new_tokens, seed=seed))
+                   for role, agent in roles(name)}  # fmt: skip
+        tables.append(probing.state_table(pool, quality).assign(rl_seed=int(name.rsplit("-s", 1)[1])))
+    return pd.concat(tables, ignore_index=True)
+
+
+def probe(cfg: Config, out: store.Run) -> Probe:
+    """Build every GRPO seed's matched pool, score the three policies there, summarise over seeds and by depth;
+    writes the tables `per_state_quality` and `by_depth`."""
+    oracle = envs.step_oracle(cfg.env.name)
+    if not oracle["step_oracle"]:
+        return Probe(oracle)
+    p = cfg.probing
+    tasks = load_tasks(cfg.env.name, "test", seed=cfg.seed, **settings(cfg))
+    by_id = {t.task_id: t for t in tasks}
+    agents = controls.agents(cfg, modes=("full",))
+    pools = {name: probing.matched_pool(recorded(cfg, agents, tasks, "base"), recorded(cfg, agents, tasks, name),
+                                        by_id, p.n_states, seed=cfg.seed + 4001)
+             for name in controls.seeds_of(agents, "grpo")}  # fmt: skip
+    per_state = quality_table(agents, pools, p.g, cfg, cfg.seed + 4002)
+    out.write_table("per_state_quality", per_state)
+    boot = (cfg.eval.n_bootstrap, cfg.eval.ci, cfg.seed)
+    seeds = probing.seed_summary(per_state, list(PAIRS), *boot)
+    depth = pd.concat([probing.by_depth(per_state, p.depth_bins, a, b).assign(comparison=f"{a} vs {b}")
+                       for a, b in PAIRS[:2]])  # fmt: skip
+    out.write_table("by_depth", depth)
+    intervals = depth_win_intervals(per_state, p.depth_bins, "rl", "base", *boot)
+    return Probe(oracle, tasks, pools, per_state, seeds, depth, intervals)
+
+
+def depth_win_intervals(
+    per_state: pd.DataFrame, bins: list[float], a: str = "rl", b: str = "base",
+    n_boot: int = 1000, ci: float = 0.95, seed: int = 0,
+) -> pd.DataFrame:  # fmt: skip
+    """Per bin of normalised depth (the bins and labels of `probing.by_depth`): the fraction of live states where
+    `a` beats `b`, mean over RL seeds (column `rl_seed`), with a seeds-then-states interval
+    (`metrics.nested_bootstrap`). Columns depth_bin, better, low, high."""
+    labels = [f"[{lo:.2f}, {hi:.2f})" for lo, hi in itertools.pairwise(bins)]
+    binned = pd.cut(per_state["depth"], bins=bins, labels=labels, right=False, include_lowest=True)
+    rows = []
+    for label, g in per_state.groupby(binned, observed=True):
+        seeds = g.groupby("rl_seed") if "rl_seed" in g else [(0, g)]
+        per_seed = [w for _, s in seeds if (w := probing.wins(s, a, b)).size]
+        if per_seed:
+            point, low, high = metrics.nested_bootstrap(per_seed, n_boot=n_boot, ci=ci, seed=seed)
+            rows.append({"depth_bin": str(label), "better": point, "low": low, "high": high})
+    return pd.DataFrame(rows, columns=["depth_bin", "better", "low", "high"])
+
+
+def statement(r: Probe) -> str:
+    """What the notebook says first, as Markdown: the step oracle and the size of every seed's pool."""
+    pools = "\n".join(f"- {name}: {len(pool)} states ({sum(s.source == 'base' for s in pool)} from base "
+                      "trajectories)" for name, pool in r.pools.items())  # fmt: skip
+    return probing.oracle_statement(r.oracle) + (f"\n\n{pools}" if pools else "")
+
+
+def win_table(r: Probe) -> pd.DataFrame:
+    """Per comparison: the fractions of live states better / tied / worse (means over seeds) and the interval of
+    `better`."""
+    rows = {f"{a} vs {b}": {k: r.seeds[f"{a}_vs_{b}"][k] for k in ("better", "tie", "worse")}
+            | dict(zip(("low", "high"), r.seeds[f"{a}_vs_{b}"]["better_ci"], strict=True))
+            for a, b in PAIRS if r.has_oracle}  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def figures(r: Probe, ci: float = 0.95) -> dict[str, plt.Figure]:
+    """The notebook's figures by file name (none where nothing was probed)."""
+    if not r.has_oracle:
+        return {}
+    return {
+        "quality_distributions": plots.quality_distributions(r.per_state[~r.per_state["dead"]]),
+        "rl_win_rate_by_depth": plots.win_rate_by_depth(
+            r.depth[r.depth["comparison"] == "rl vs base"], "rl", "base", r.depth_intervals, ci
+        ),
+    }
+
+
+def summary(cfg: Config, r: Probe) -> dict:
+    """Everything notebook 04 reports, for its metrics.json (and `findings`)."""
+    if not r.has_oracle:  # recorded and skipped, as the paper does
+        return probing.skipped(r.oracle, SKIPPED)
+    return {
+        **r.oracle,
+        "matched_states": r.seeds,
+        "by_depth": r.depth.to_dict(orient="records"),
+        "by_source": {src: probing.win_summary(g) for src, g in r.per_state.groupby("source")},
+        "g": cfg.probing.g,
+        "t_max": sorted({t.t_max for t in r.tasks}),
+        "seeds": cfg.train.seeds,
+        "sharpened_temperature": controls.sharpened(cfg)["temperature"],
+        "paper": {env: paper.value(v) for env, v in paper.MATCHED_STATES_RL_BETTER.items()},
+    }
+
+
+def win(d: dict) -> str:
+    """A win rate and its interval in percent: `61.0 % [52.1, 69.3]`."""
+    return fmt.entry(d, "better", digits=1, scale=100, unit="%")
+
+
+def findings(m: dict) -> list[str]:
+    """The 'what this run found' section of notebook 04, from its metrics.json."""
+    if "skipped" in m:
+        return probing.skipped_findings(m)
+    s = m["matched_states"]
+    env = m.get("env", "frozenlake")
+    reported = env if env in m["paper"] else "frozenlake"
+    where = (
+        paper.MATCHED_STATES_RL_BETTER[reported].setting
+        if reported in paper.MATCHED_STATES_RL_BETTER
+        else reported
+    )
+    q = {k: s[f"mean_quality_{k}"] for k in ("base", "sharp", "rl")}
+    rb = s["rl_vs_base"]
+    lines = [
+        f"Matched states per GRPO seed: {s['n_states_per_seed']} (of them dead, left out: {s['n_dead_per_seed']}); "
+        f"G = {m['g']} actions per policy and state; means over {s['n_seeds']} seeds, 95 % intervals over seeds "
+        "and states.",
+        f"- **RL better than the base** at {win(rb)} of live states (tie {fmt.percent(rb['tie'])}, worse "
+        f"{fmt.percent(rb['worse'])}); paper, {where}: {fmt.percent(m['paper'][reported])}.",
+        f"- **RL better than the sharpened base** (temperature {m['sharpened_temperature']:g}) at "
+        f"{win(s['rl_vs_sharp'])}; the sharpened base better than the base at {win(s['sharp_vs_base'])}.",
+        "- **Mean quality** (live states): " + "; ".join(f"{k} {fmt.entry(v)}" for k, v in q.items()) + ".",
+    ]
+    lo, hi = rb["better_ci"]
+    if lo > 0.5:
+        verdict = "not supported here: RL is better at more than half of the live states"
+    elif hi < 0.5:
+        verdict = "consistent: RL is better at fewer than half of the live states"
+    else:
+        verdict = "undecided at this sample size: the interval contains one half"
+    vs_sharp = s["rl_vs_sharp"]["better_ci"]
+    if vs_sharp[0] > 0.5:
+        sharp = "RL's steps are better at more than half of the states: a per-step gain beyond sharpening."
+    elif vs_sharp[1] < 0.5:
+        sharp = ("the sharpened base's steps are better at more than half of the states: no per-step gain beyond "
+                 "sharpening.")  # fmt: skip
+    else:
+        sharp = "this sample cannot tell RL's per-step gain from sharpening."
+    lines.append(f"- **The paper's claim** (RL is not uniformly better at single steps): {verdict}; against the "
+                 f"sharpened base {sharp}")  # fmt: skip
+    rows = [r for r in m["by_depth"] if r["comparison"] == "rl vs base"]
+    if rows:
+        lines.append("- **By depth d_t** (RL better than base, live states): "
+                     + "; ".join(f"{r['depth_bin']} {fmt.percent(r['rl_better'], 0)} (n = {r['n_live']}, "
+                                 f"{r['n_dead']} dead)" for r in rows) + ".")  # fmt: skip
+    return lines

@@ -1,0 +1,215 @@
+"""Notebook 05's analysis: error-state recovery. After an injected error, does RL pick the better next action,
+does its advantage concentrate at error states, and does it recover more often with the remaining budget?
+
+For every GRPO seed: candidates drawn like notebook 04's matched states (more of them, shuffled), an error
+injected at each by the environment (`probing.error_pool`) until the pool is full; at each error state the base,
+the sharpened base and the RL model sample G actions (`probing.state_quality`) and continue `n_continuations`
+times (`probing.continuation_success`), beside the structural bound of the same states (`probing.best_success`).
+Concentration is RL's win rate at its error states minus at its matched states (notebook 04's table), per seed.
+Every number is a mean over RL seeds with a seeds-then-states interval (`metrics.nested_bootstrap`). On an
+environment without a step oracle nothing is injected and `summary` records why (`probing.skipped`).
+
+`recover` computes, `summary` gives the notebook's metrics.json and `findings` reads it back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from helpers import controls, envs, fmt, matched, metrics, paper, plots, probing, store
+from helpers.config import Config
+from helpers.envs import load_tasks, settings
+from helpers.policy import Policy, Sampling
+from helpers.rollout import ChatFormat
+
+NOTEBOOK = "05_error_recovery"
+PAIRS = matched.PAIRS
+SKIPPED = "error injection and recovery need a step oracle"
+
+
+@dataclass
+class Recovery:
+    """What notebook 05 computes (empty where the environment has no step oracle): the error pools, the per-state
+    table of the next action's quality, its summary over seeds (`superior`), the concentration, the continuation
+    table (one row per role), the continuation differences (RL minus each comparison) and the bound."""
+
+    oracle: dict
+    tasks: list = field(default_factory=list)
+    errors: dict[str, list[probing.ProbeState]] = field(default_factory=dict)
+    per_state: pd.DataFrame = field(default_factory=pd.DataFrame)
+    superior: dict = field(default_factory=dict)
+    concentration: dict = field(default_factory=dict)
+    continuation: pd.DataFrame = field(default_factory=pd.DataFrame)
+    differences: dict = field(default_factory=dict)
+    upper: tuple = ()
+
+    @property
+    def has_oracle(self) -> bool:
+        return bool(self.oracle["step_oracle"])
+
+
+def error_pools(cfg: Config, agents: dict[str, Policy], tasks: list) -> dict[str, list[probing.ProbeState]]:
+    """Every GRPO seed's error states: candidates from the base's and the seed's trajectories of notebook 04, a
+    balanced, shuffled pool larger than needed (some states admit no error), injected in order."""
+    p = cfg.probing
+    by_id = {t.task_id: t for t in tasks}
+    chat = ChatFormat(agents["base"].tokenizer)
+    attempts = probing.attempts_of(matched.recorded(cfg, agents, tasks, "base"))  # replies the env may inject
+    errors = {}
+    for name in controls.seeds_of(agents, "grpo"):
+        candidates = probing.matched_pool(matched.recorded(cfg, agents, tasks, "base"),
+                                          matched.recorded(cfg, agents, tasks, name), by_id,
+                                          min(4 * p.n_error_states, 400), seed=cfg.seed + 5000, at_most=True)  # fmt: skip
+        order = np.random.default_rng(cfg.seed + 5001).permutation(len(candidates))
+        errors[name] = probing.error_pool([candidates[i] for i in order], chat, cfg.seed + 5002, p.n_error_states,
+                                          attempts)  # fmt: skip
+    return errors
+
+
+def concentration(per_state: pd.DataFrame, matched_states: pd.DataFrame, n_boot: int = 1000, ci: float = 0.95,
+                  seed: int = 0) -> dict:  # fmt: skip
+    """Per comparison with RL: the win rate at error states minus at matched states, mean over seeds, its interval
+    (seeds, then the states of each pool) and the per-seed values."""
+    out = {}
+    for a, b in PAIRS[:2]:
+        per_seed = [(probing.wins(per_state[per_state["rl_seed"] == s], a, b),
+                     probing.wins(matched_states[matched_states["rl_seed"] == s], a, b))
+                    for s in sorted(per_state["rl_seed"].unique())]  # fmt: skip
+        point, low, high = metrics.nested_bootstrap(per_seed, lambda e, m: e - m, n_boot, ci, seed)
+        out[f"{a}_vs_{b}"] = {"error_minus_matched": point, "ci": [low, high],
+                              "per_seed": [float(e.mean() - m.mean()) for e, m in per_seed]}  # fmt: skip
+    return out
+
+
+def continuation(cfg: Config, agents: dict[str, Policy], errors: dict[str, list]) -> tuple[pd.DataFrame, dict,
+                                                                                             tuple]:  # fmt: skip
+    """Continuation success of every role from every seed's error states: the table (one row per role), RL minus
+    the base and minus the sharpened base, and the structural bound (mean, low, high)."""
+    p, sampling = cfg.probing, Sampling.from_config(cfg.sampling)
+    boot = (cfg.eval.n_bootstrap, cfg.eval.ci, cfg.seed)
+    rates: dict[str, list] = {role: [] for role in ("base", "sharp", "rl")}
+    bounds = []
+    for name, pool in errors.items():
+        bounds.append(probing.best_success(pool))
+        for role, agent in matched.roles(name):
+            rates[role].append(probing.continuation_success(agents[agent], pool, p.n_continuations, sampling,
+                                                            cfg.seed + 5004))  # fmt: skip
+    upper = metrics.nested_bootstrap(bounds, lambda x: x, *boot)
+    rows = []
+    for role, per_seed in rates.items():
+        point, low, high = metrics.nested_bootstrap(per_seed, lambda x: x, *boot)
+        rows.append({"model": role, "success": point, "low": low, "high": high,
+                     "per_seed": [round(float(r.mean()), 4) for r in per_seed], "upper_bound": upper[0],
+                     "n_states": sum(len(r) for r in per_seed), "n_continuations": p.n_continuations})  # fmt: skip
+    differences = {f"rl - {b}": metrics.nested_bootstrap([r - o for r, o in zip(rates["rl"], rates[b], strict=True)],
+                                                         lambda x: x, *boot)
+                   for b in ("base", "sharp")}  # fmt: skip
+    return pd.DataFrame(rows), differences, upper
+
+
+def recover(cfg: Config, out: store.Run) -> Recovery:
+    """Inject the errors, score the next action, measure concentration and continue from every error state;
+    writes the tables `error_state_quality` and `continuation_success`."""
+    oracle = envs.step_oracle(cfg.env.name)
+    if not oracle["step_oracle"]:
+        return Recovery(oracle)
+    tasks = load_tasks(cfg.env.name, "test", seed=cfg.seed, **settings(cfg))
+    agents = controls.agents(cfg, modes=("full",))
+    errors = error_pools(cfg, agents, tasks)
+    per_state = matched.quality_table(agents, errors, cfg.probing.g, cfg, cfg.seed + 5003)
+    out.write_table("error_state_quality", per_state)
+    boot = (cfg.eval.n_bootstrap, cfg.eval.ci, cfg.seed)
+    superior = probing.seed_summary(per_state, list(PAIRS), *boot)
+    states_04 = store.Run.read_table(cfg.results_name, matched.NOTEBOOK, "per_state_quality")
+    conc = concentration(per_state, states_04, *boot)
+    table, differences, upper = continuation(cfg, agents, errors)
+    out.write_table("continuation_success", table)
+    return Recovery(oracle, tasks, errors, per_state, superior, conc, table, differences, upper)
+
+
+def statement(r: Recovery) -> str:
+    """What the notebook says first, as Markdown: the step oracle and the size of every seed's error pool."""
+    pools = "\n".join(f"- {name}: {len(e)} error states ({sum(s.source == 'base' for s in e)} from base "
+                      "trajectories)" for name, e in r.errors.items())  # fmt: skip
+    return probing.oracle_statement(r.oracle) + (f"\n\n{pools}" if pools else "")
+
+
+def superior_table(r: Recovery) -> pd.DataFrame:
+    """Per comparison: the fraction of live error states where the first policy's next action is better, its
+    interval, and ties."""
+    return pd.DataFrame({f"{a} vs {b}": {"better": d["better"], "low": d["better_ci"][0],
+                                         "high": d["better_ci"][1], "tie": d["tie"]}
+                         for a, b in PAIRS if (d := r.superior.get(f"{a}_vs_{b}"))})  # fmt: skip
+
+
+def concentration_table(r: Recovery) -> pd.DataFrame:
+    """The concentration per comparison, one row each."""
+    return pd.DataFrame(r.concentration).T
+
+
+def figures(r: Recovery, ci: float = 0.95) -> dict[str, plt.Figure]:
+    """The notebook's figures by file name (none where nothing was injected)."""
+    return {"error_recovery": plots.error_recovery(r.superior, r.continuation, ci)} if r.has_oracle else {}
+
+
+def summary(cfg: Config, r: Recovery) -> dict:
+    """Everything notebook 05 reports, for its metrics.json (and `findings`)."""
+    if not r.has_oracle:  # recorded and skipped, as the paper does
+        return probing.skipped(r.oracle, SKIPPED)
+    reported = cfg.env.name if cfg.env.name in paper.ERROR_STATES_RL_SUPERIOR else "frozenlake"
+    return {
+        **r.oracle,
+        "n_error_states_per_seed": [len(e) for e in r.errors.values()],
+        "superior_action": r.superior,
+        "concentration": r.concentration,
+        "continuation": r.continuation.to_dict(orient="records"),
+        "continuation_difference": {k: {"mean": v[0], "ci": [v[1], v[2]]} for k, v in r.differences.items()},
+        "continuation_upper_bound": {"mean": r.upper[0], "ci": [r.upper[1], r.upper[2]]},
+        "t_max": sorted({t.t_max for t in r.tasks}),
+        "seeds": cfg.train.seeds,
+        "sharpened_temperature": controls.sharpened(cfg)["temperature"],
+        "paper": {
+            "setting": paper.ERROR_STATES_RL_SUPERIOR[reported].setting,
+            "rl_superior_action": paper.value(paper.ERROR_STATES_RL_SUPERIOR[reported]),
+            "continuation_rl": paper.value(paper.CONTINUATION_SUCCESS[reported][0]),
+            "continuation_base": paper.value(paper.CONTINUATION_SUCCESS[reported][1]),
+        },
+    }
+
+
+def findings(m: dict) -> list[str]:
+    """The 'what this run found' section of notebook 05, from its metrics.json."""
+    if "skipped" in m:
+        return probing.skipped_findings(m)
+    s, c, pp = m["superior_action"], m["concentration"], m["paper"]
+    where = pp.get("setting", "FrozenLake")
+    cont = {r["model"]: r for r in m["continuation"]}
+    lines = [
+        f"Error states per GRPO seed: {m['n_error_states_per_seed']} (dead, left out: {s['n_dead_per_seed']}); "
+        "means over seeds, 95 % intervals over seeds and states.",
+        f"- **RL picks the better next action** than the base at {matched.win(s['rl_vs_base'])} of live error "
+        f"states (paper, {where}: {fmt.percent(pp['rl_superior_action'])}), than the sharpened base at "
+        f"{matched.win(s['rl_vs_sharp'])}.",
+    ]
+    for key, label in (("rl_vs_base", "the base"), ("rl_vs_sharp", "the sharpened base")):
+        d = c[key]
+        verdict = {"above 0": "higher at error states: RL's advantage concentrates there",
+                   "below 0": "lower at error states"}.get(fmt.side(*d["ci"]), "not distinguishable at this sample size")  # fmt: skip
+        lines.append(f"- **Concentration** (win rate over {label}, error states minus matched states): "
+                     f"{fmt.entry(d, 'error_minus_matched', 'ci', digits=1, scale=100, signed=True, unit='points')}"
+                     f": {verdict}.")  # fmt: skip
+    lines.append(
+        "- **Continuation success** from the same error states: "
+        + "; ".join(f"{k} {fmt.estimate(v['success'], (v['low'], v['high']), 1, 100, unit='%')}"
+                    for k, v in cont.items())
+        + f"; structural upper bound {fmt.percent(m['continuation_upper_bound']['mean'])} (paper, {where}: RL "
+        f"{fmt.percent(pp['continuation_rl'])} vs base {fmt.percent(pp['continuation_base'])})."
+    )  # fmt: skip
+    for k, v in m["continuation_difference"].items():
+        lines.append(f"- **{k}** (continuation): {fmt.entry(v, digits=1, scale=100, signed=True, unit='points')}, "
+                     f"interval {fmt.side(*v['ci'])}.")  # fmt: skip
+    return lines

@@ -254,7 +254,7 @@ def test_budgetmix_table_per_task_and_mean(tmp_path, monkeypatch):
         assert s["paper"] == {0.25: 7.5, 0.5: 5.3, 0.75: 4.0, 1.0: 0.0}
         text = report.budgetmix_markdown("smoke", run.ALL_ENVS)
         assert "| BFCL | +10.0 [+8.0, +12.0] | +4.0 [+2.0, +6.0]" in text
-        assert "| **kit: mean of 2 tasks** | +7.0 | +2.0 | +0.0 | +0.5 |" in text
+        assert "| **kit: mean of 2 tasks** | +7.0 | +2.0 | 0.0 | +0.5 |" in text
         assert "not run (python -m helpers.run --profile smoke --env deepcoder)" in text
         # the profile's own series (results/smoke/, FrozenLake) stands for FrozenLake where it has no folder
         store.open_run("smoke/frozenlake", "02_budgetmix_training").path("metrics.json").unlink()

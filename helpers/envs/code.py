@@ -49,7 +49,7 @@ import numpy as np
 
 from helpers import sandbox
 from helpers.budget import statement
-from helpers.envs.base import StepResult, Task
+from helpers.envs.base import StepResult, Task, check_split, seeded_subset
 
 HUB_ID = "agentica-org/DeepCoder-Preview-Dataset"
 HUB_SUBSETS = {"train": ("primeintellect", "taco", "lcbv5"), "test": ("codeforces", "lcbv5")}
@@ -360,8 +360,7 @@ class CodeEnv:
         max_tests: int | None = None,
     ) -> list[Task]:
         """Tasks of one split; with `n`, a seeded subset (kept in the split's order)."""
-        if split not in ("train", "test"):
-            raise ValueError(f"split must be 'train' or 'test', got {split!r}")
+        check_split(split)
         if source == "hub":
             tasks = load_hub(split, subsets, t_max, max_tests)
         elif source == "bundled":
@@ -380,10 +379,7 @@ class CodeEnv:
                 ]
         else:
             raise ValueError(f"source must be 'bundled' or 'hub', got {source!r}")
-        if n is not None and n < len(tasks):
-            idx = np.sort(np.random.default_rng(seed).choice(len(tasks), size=n, replace=False))
-            tasks = [tasks[i] for i in idx]
-        return tasks
+        return seeded_subset(tasks, n, seed)
 
     @staticmethod
     def upper_bound(task: Task, budget: int) -> float | None:

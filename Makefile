@@ -30,8 +30,9 @@ reproduce: install
 
 # Every test, in two processes side by side (the smoke series of the four environments, and everything else),
 # sharing one folder of built bases (KIT_BASE_CACHE); the series' output is printed when both are done.
+# One torch thread per process (OMP_NUM_THREADS, inherited by kernels and workers): two processes, two cores.
 test: lint
-	@cache=$$(mktemp -d); export KIT_BASE_CACHE=$$cache; \
+	@cache=$$(mktemp -d); export KIT_BASE_CACHE=$$cache OMP_NUM_THREADS=1; \
 	$(PY) -m pytest -q -m series > $$cache/series.log 2>&1 & series=$$!; \
 	$(PY) -m pytest -q -m "not series"; rest=$$?; \
 	wait $$series; rc=$$?; echo "--- the smoke series (pytest -m series):"; cat $$cache/series.log; \

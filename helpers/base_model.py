@@ -38,6 +38,9 @@ from helpers.progress import bar
 from helpers.rollout import ChatFormat
 
 BASE_RECIPE_VERSION = 3  # bump when the demonstrations, tokenizer or SFT code change what gets built
+# knobs of `sft` that never decide what is built (a guard either lets SFT finish its steps or stops it with an
+# error, saving nothing), so they stay out of the recipe hash: raising one on a slow machine keeps the base's name
+GUARDS = frozenset({"max_seconds"})
 
 CONTEXTS = ("observation", "window", "episode")
 
@@ -163,8 +166,7 @@ class SFTGuardTripped(RuntimeError):
             f"having done {_steps_in_words(phases, done)}; nothing was saved as the base (a half-trained base "
             f"would carry the full recipe's name). This machine trains more slowly than the guard allows: raise "
             f"sft.max_seconds (in the profile, or `python -m helpers.run -p sft.max_seconds=SECONDS`) and run "
-            f"again; the steps stay the same (the knob is part of the recipe hash, so the base's folder is named "
-            f"anew)."
+            f"again; the steps stay the same, and so does the base's name (a guard is not part of the recipe)."
         )
 
 
@@ -281,10 +283,15 @@ def recipe(cfg: Config) -> dict:
     return {
         "version": BASE_RECIPE_VERSION,
         "tiny": dataclasses.asdict(cfg.model.tiny),
-        "sft": dataclasses.asdict(cfg.sft),
+        "sft": {k: v for k, v in dataclasses.asdict(cfg.sft).items() if k not in GUARDS},
         "frozenlake": dataclasses.asdict(cfg.env.frozenlake),
         "seed": cfg.seed,
     }
+
+
+def folder_name(cfg: Config) -> str:
+    """The tiny base's folder name, `base-<first 10 hex digits of sha256(recipe)>`, without building it."""
+    return "base-" + hashlib.sha256(json.dumps(recipe(cfg), sort_keys=True).encode()).hexdigest()[:10]
 
 
 def identity(cfg: Config) -> str:
@@ -299,8 +306,7 @@ def path_of(cfg: Config, force: bool = False) -> Path:
     if cfg.model.name_or_path != "tiny":
         return Path(cfg.model.name_or_path)
     spec = recipe(cfg)
-    digest = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:10]
-    out = store.models_dir(cfg.profile) / f"base-{digest}"
+    out = store.models_dir(cfg.profile) / folder_name(cfg)
     if (out / "sft_summary.json").exists() and not force:
         check_complete(cfg, json.loads((out / "sft_summary.json").read_text()), out)
         return out

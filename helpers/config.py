@@ -185,7 +185,11 @@ class SFTConfig:
     lr: float = knob(1e-3, gt=0.0)
     batch_size: int = knob(32, ge=1)
     max_steps: int = knob(300, "phase 2 steps", ge=0)
-    max_seconds: float = knob(900.0, "a guard: SFT that runs longer stops with an error", gt=0.0)
+    max_seconds: float = knob(
+        7200.0,
+        "a guard against a runaway: SFT that runs longer stops with an error (not part of the recipe)",
+        gt=0.0,
+    )
     warmup_steps: int = knob(50, ge=1)
     weight_decay: float = knob(0.01, ge=0.0)
     seed: int = knob(0, ge=0)

@@ -386,12 +386,24 @@ def package_versions() -> dict[str, str]:
     return versions
 
 
+def cpu_model() -> str:
+    """The CPU's model name (Linux's /proc/cpuinfo), e.g. "AMD EPYC": training's float arithmetic, and so the
+    committed numbers, are reproducible bit for bit only on the CPU kind that made them."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.split(":")[0].strip() in ("model name", "Model"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown model"
+
+
 def device_description() -> str:
     try:
         import torch
 
         if torch.cuda.is_available():
             return f"cuda: {torch.cuda.get_device_name(0)} x{torch.cuda.device_count()}"
-        return f"cpu: {platform.processor() or platform.machine()}, {torch.get_num_threads()} threads"
+        return f"cpu: {cpu_model()} ({platform.machine()}), {torch.get_num_threads()} threads"
     except ImportError:  # pragma: no cover
         return f"cpu: {platform.machine()}"

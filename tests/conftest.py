@@ -23,7 +23,9 @@ from pathlib import Path
 import pytest
 import torch
 
-torch.set_num_threads(min(2, os.cpu_count() or 1))
+# torch threads per test process: OMP_NUM_THREADS when set (`make test` runs two processes side by side with one
+# thread each, so they and the notebook kernels they start never oversubscribe two cores), else up to two
+torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS") or min(2, os.cpu_count() or 1)))
 
 # files whose every test is slow (they train, build bases, run kernels or sandboxes)
 SLOW_FILES = {

@@ -121,3 +121,13 @@ def test_a_base_stopped_early_is_refused_and_the_committed_one_is_complete(tmp_p
     folders = [p for p in committed.glob("base-*") if json.loads((p / "recipe.json").read_text()) == spec]
     assert len(folders) == 1, folders
     base_model.check_complete(cfg, json.loads((folders[0] / "sft_summary.json").read_text()), folders[0])
+
+
+def test_the_guard_is_not_part_of_the_recipe_so_raising_it_keeps_the_base_name():
+    names = {
+        base_model.folder_name(config.load("cpu", sft__max_seconds=s)) for s in (60.0, 900.0, 7200.0, 86400.0)
+    }
+    assert len(names) == 1, names
+    assert "max_seconds" not in base_model.recipe(config.load("cpu"))["sft"]
+    # every knob that decides the base is in it: a changed step count names a new base
+    assert base_model.folder_name(config.load("cpu", sft__max_steps=301)) not in names

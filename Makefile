@@ -33,8 +33,8 @@ reproduce: install
 # One torch thread per process (OMP_NUM_THREADS, inherited by kernels and workers): two processes, two cores.
 test: lint
 	@cache=$$(mktemp -d); export KIT_BASE_CACHE=$$cache OMP_NUM_THREADS=1; \
-	$(PY) -m pytest -q -m series > $$cache/series.log 2>&1 & series=$$!; \
-	$(PY) -m pytest -q -m "not series"; rest=$$?; \
+	$(PY) -m pytest -q -m series --durations=15 > $$cache/series.log 2>&1 & series=$$!; \
+	$(PY) -m pytest -q -m "not series" --durations=30; rest=$$?; \
 	wait $$series; rc=$$?; echo "--- the smoke series (pytest -m series):"; cat $$cache/series.log; \
 	rm -rf $$cache; test $$rest -eq 0 && test $$rc -eq 0
 

@@ -55,7 +55,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from helpers import verify
+from helpers import base_model, verify
 from helpers.config import REPO_ROOT, Config, ConfigError, load
 from helpers.nbtools import kernel_config
 from helpers.store import profile_dir, results_root, write_atomic
@@ -408,6 +408,15 @@ def _committed_json(rel: str, rev: str = "HEAD") -> dict | None:
     return json.loads(got.stdout) if got.returncode == 0 else None
 
 
+def _recipe(manifest: dict) -> tuple:
+    """What makes two runs the same recipe: profile, series and every knob, guards left out (a guard such as
+    `sft.max_seconds` never decides a number, base_model.GUARDS)."""
+    config = json.loads(json.dumps(manifest.get("config") or {}))
+    for guard in base_model.GUARDS:
+        config.get("sft", {}).pop(guard, None)
+    return manifest.get("profile"), manifest.get("series"), config
+
+
 def differs_from_committed(results_name: str, stems: list[str], rev: str = "HEAD") -> list[str]:
     """One line per notebook whose `metrics.json` differs (timings ignored, helpers.verify) from the committed
     run of the same recipe: `results/<results_name>/<stem>/` at `rev`, when its manifest has the same profile,
@@ -420,8 +429,7 @@ def differs_from_committed(results_name: str, stems: list[str], rev: str = "HEAD
         rel = f"results/{results_name}/{stem}"
         committed = _committed_json(f"{rel}/manifest.json", rev)
         mine = json.loads((folder / "manifest.json").read_text())
-        recipe = ("profile", "series", "config")
-        if committed is None or any(mine.get(k) != committed.get(k) for k in recipe):
+        if committed is None or _recipe(mine) != _recipe(committed):
             continue
         reference = _committed_json(f"{rel}/metrics.json", rev)
         if reference is None:

@@ -130,8 +130,9 @@ def verify(run: Path, reference: Path | None = None, rev: str = "HEAD") -> tuple
         want = read_folder(reference)
         if not want:
             raise ValueError(f"{reference}: no metrics.json below it")
-    else:
-        want = read_committed(run, rev)
+    else:  # the same profile's folder as committed: a run inside the repository by its own path, another by name
+        inside = run.resolve().is_relative_to(REPO_ROOT)
+        want = read_committed(run if inside else REPO_ROOT / "results" / run.name, rev)
         if not want:
             raise ValueError(f"{run}: nothing committed at {rev} to compare with (give --reference FOLDER)")
     return compare(got, want)
@@ -153,7 +154,14 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, OSError, subprocess.CalledProcessError) as e:
         print(f"verify: {e}", file=sys.stderr)
         return 2
-    ref = a.reference if a.reference is not None else f"{a.run} at {a.rev}"
+    inside = a.run.resolve().is_relative_to(REPO_ROOT)
+    ref = (
+        a.reference
+        if a.reference is not None
+        else f"results/{a.run.name} as committed at {a.rev}"
+        if not inside
+        else f"{a.run} at {a.rev}"
+    )
     if not diffs:
         print(f"verify: {n} leaves compared, every one equal to {ref} (timings ignored)")
         return 0

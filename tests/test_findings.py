@@ -199,3 +199,21 @@ def test_headline_table_of_the_committed_run(monkeypatch):
     md = report.markdown("cpu").splitlines()
     assert md[1] == "|---|---|---|---|" and len(md) == 2 + len(rows)
     assert not re.search(r"(?<![\w.])-0(?:\.0+)?(?![\d.])", "\n".join(md))
+
+
+def test_the_readmes_results_block_is_the_committed_run(tmp_path, monkeypatch):
+    """The README's results (run facts, headline table, every notebook's findings) are generated from the committed
+    metrics.json files: `python -m helpers.report --readme` writes them, and this test fails when they drift."""
+    monkeypatch.setenv("KIT_RESULTS", str(REPO_ROOT / "results"))
+    assert report.update_readme("cpu", check=True), (
+        "README.md is stale: run python -m helpers.report --readme"
+    )
+    # the check can fail: a README whose block differs is reported, and rewriting it makes it current
+    stale = tmp_path / "README.md"
+    stale.write_text(
+        (REPO_ROOT / "README.md").read_text().replace("| quantity | paper |", "| quantity | PAPER |")
+    )
+    assert not report.update_readme("cpu", check=True, path=stale)
+    assert report.update_readme("cpu", path=stale) is False and report.update_readme(
+        "cpu", check=True, path=stale
+    )

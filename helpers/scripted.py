@@ -211,8 +211,11 @@ class ScriptedPolicy:
             p = self.move_probs(prompt)
             a = int(rng.choice(4, p=shaped(p, sampling.temperature, sampling.top_p)))
             ids = self.replies[a][: sampling.max_new_tokens]
-            out.append(Generation(list(ids), self._token_logprobs(p, ids), fl.format_action(a),
-                                  finished=ids[-1] == self.eos_token_id))  # fmt: skip
+            cut = len(ids) < len(
+                self.replies[a]
+            )  # max_new_tokens cut the reply: its text is what was generated
+            text = self.tokenizer.decode(ids, skip_special_tokens=True) if cut else fl.format_action(a)
+            out.append(Generation(list(ids), self._token_logprobs(p, ids), text, finished=not cut))
         return out
 
     def score(
@@ -221,8 +224,14 @@ class ScriptedPolicy:
         """Exact per-token log-probs of each continuation given its prompt (temperature 1)."""
         if len(prompt_token_ids) != len(continuation_token_ids):
             raise ValueError("score(): need one continuation per prompt")
-        return [self._token_logprobs(self.move_probs(p), list(c))
-                for p, c in zip(prompt_token_ids, continuation_token_ids, strict=True)]  # fmt: skip
+        seen: dict[tuple, np.ndarray] = {}  # a prompt scored with several replies is read once
+        out = []
+        for p, c in zip(prompt_token_ids, continuation_token_ids, strict=True):
+            key = tuple(p)
+            if key not in seen:
+                seen[key] = self.move_probs(p)
+            out.append(self._token_logprobs(seen[key], list(c)))
+        return out
 
 
 def shaped(p: np.ndarray, temperature: float, top_p: float = 1.0) -> np.ndarray:

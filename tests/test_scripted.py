@@ -134,3 +134,11 @@ def test_temperature_zero_and_the_budget_line_move_only_the_aware_player(refs, t
 def test_a_prompt_without_an_observation_is_refused(refs, tok):
     with pytest.raises(ValueError, match="no FrozenLake observation"):
         refs["habit"].move_probs(ChatFormat(tok).prompt_ids([{"role": "user", "content": "hello"}]))
+
+
+def test_a_reply_cut_by_max_new_tokens_is_unfinished_and_invalid(refs, tasks, tok):
+    prompt = ChatFormat(tok).prompt_ids(fl.FrozenLakeEnv().reset(tasks[0], 4, seed=0))
+    (g,) = refs["optimum"].generate([prompt], Sampling(max_new_tokens=2, seed=0))
+    assert not g.finished and len(g.token_ids) == 2
+    assert fl.parse_action(g.text)[0] is None
+    assert g.logprobs == pytest.approx(refs["optimum"].score([prompt], [g.token_ids])[0])

@@ -8,8 +8,10 @@ d_i = (mean over tasks of arm a, seed i) - (the same of arm b, seed i):
   the evaluation tasks as fixed (inference about these test maps) and covers seed-to-seed variance and each seed's
   evaluation noise, since both are in d_i. It is exact for normal d_i, and the default verdict.
 * `paired_nested_bootstrap`: a percentile bootstrap that resamples seed pairs, then tasks within each drawn pair
-  (the same tasks for both arms of the pair), so it also covers the sampling of tasks. With few seeds a percentile
-  bootstrap is too narrow (it has no t-quantile and a biased variance), which tests/test_stats.py measures.
+  (the same tasks for both arms of the pair), so it also covers the sampling of tasks. It is not the default: with
+  few seeds a percentile bootstrap has no t-quantile, and resampling tasks inside resampled seeds counts the
+  within-seed noise twice; under the identical-policy null of tests/test_stats_null.py (5 seeds) it excluded 0 in
+  0 of 30 replicates (the t-interval in 1 of 30), so there it is conservative.
 * `mde`: the smallest true difference a two-sided paired t-test at level alpha detects with the stated power
   (exact, by the noncentral t), for n seeds, from the SD of a seed difference; `design_sd` builds that SD for m
   tasks from a between-seed SD and a within-seed per-task SD (`variance_components` estimates both from data), so

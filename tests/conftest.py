@@ -31,6 +31,7 @@ torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS") or min(2, os.cpu_cou
 SLOW_FILES = {
     "test_notebooks.py", "test_interactive.py", "test_kill.py", "test_slow_machine.py", "test_train.py",
     "test_process.py", "test_precision.py", "test_evaluate.py", "test_trl.py", "test_gpu.py",
+    "test_scripted.py", "test_budget_probe.py", "test_stats_null.py",
 }  # fmt: skip
 # fixtures that build or run something slow: a test that uses one is slow, wherever it is
 SLOW_FIXTURES = {"smoke_series", "smoke_base", "shared_base", "base_path", "clone_results"}

@@ -200,7 +200,7 @@ class HFPolicy:
         self.prefix_cache = prefix_cache
         self.score_batch = score_batch
         self._cache: _PrefixCache | None = None
-        self.chat_kwargs = models.chat_kwargs(getattr(model, "name_or_path", name))
+        self.chat_kwargs = models.chat_kwargs(tokenizer)
 
     @classmethod
     def from_pretrained(cls, name_or_path, device: str = "cpu", dtype: str = "float32", name: str | None = None,

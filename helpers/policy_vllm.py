@@ -137,7 +137,7 @@ class VLLMPolicy:
                 "vLLM started its engine in a separate process, so weights cannot be synced in place; "
                 "VLLM_ENABLE_V1_MULTIPROCESSING must be 0 before vllm reads its environment"
             )
-        return cls(llm, tokenizer, name=name or str(name_or_path), chat_kwargs=models.chat_kwargs(name_or_path),
+        return cls(llm, tokenizer, name=name or str(name_or_path), chat_kwargs=models.chat_kwargs(tokenizer),
                    sleep_level=sleep_level)  # fmt: skip
 
     # -------------------------------------------------------------------------------------------- sampling

@@ -297,7 +297,7 @@ def build_trainer(cfg: Config, mode: str = "full", max_steps: int | None = None,
         save_total_limit=2, report_to="none", disable_tqdm=True, shuffle_dataset=True,
         use_vllm=use_vllm, vllm_mode="colocate", vllm_gpu_memory_utilization=cfg.model.gpu_memory_utilization,
         vllm_max_model_length=cfg.model.max_model_len, vllm_tensor_parallel_size=1,
-        vllm_importance_sampling_correction=False, chat_template_kwargs=models.chat_kwargs(path) or None,
+        vllm_importance_sampling_correction=False, chat_template_kwargs=models.chat_kwargs(tokenizer) or None,
     )  # fmt: skip
     if c.kl_kind != "low_var_kl":
         raise ValueError(
@@ -312,7 +312,7 @@ def build_trainer(cfg: Config, mode: str = "full", max_steps: int | None = None,
         raise ValueError("rollouts on the trainer's model need ds3_gather_for_generation=True (ranks run different "
                          "numbers of forward passes, which per-layer ZeRO-3 gathers cannot)")  # fmt: skip
     args = GRPOConfig(**kw)
-    rollout_fn = KitRollout(cfg, mode, tasks, tokenizer, models.chat_kwargs(path))
+    rollout_fn = KitRollout(cfg, mode, tasks, tokenizer, models.chat_kwargs(tokenizer))
     dataset = Dataset.from_dict({"prompt": [t.task_id for t in tasks]})
     with trl_llm_defaults(llm_defaults() if args.use_vllm else {}):  # KIT_VLLM_ENFORCE_EAGER=1: enforce_eager
         trainer = GRPOTrainer(model=str(path), reward_funcs=env_reward, args=args, train_dataset=dataset,

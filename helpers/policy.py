@@ -201,6 +201,7 @@ class HFPolicy:
         self.score_batch = score_batch
         self._cache: _PrefixCache | None = None
         self.chat_kwargs = models.chat_kwargs(tokenizer)
+        self.max_context: int | None = None  # set it to make rollouts end conversations at this length
 
     @classmethod
     def from_pretrained(cls, name_or_path, device: str = "cpu", dtype: str = "float32", name: str | None = None,

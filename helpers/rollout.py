@@ -153,6 +153,9 @@ class Trajectory:
     group: str = ""  # the task group (same task, same budget) GRPO normalises within
     exhausted: bool = False  # the budget ran out before the episode ended by itself
     start_turn: int = 0  # turns already played before the first recorded one (continuations from a state)
+    # the conversation had no room for another turn within the policy's `max_context` (vLLM's max_model_len): the
+    # episode ended there unfinished, as if its budget had run out, instead of the engine raising mid-run
+    context_full: bool = False
 
     @classmethod
     def opening(cls, ids: list[int], **fields) -> Trajectory:
@@ -292,10 +295,28 @@ def continue_from(
 
 
 def _lock_step(policy, chat, trajs, envs, sampling, seed, step_quality) -> None:
-    """The lock-step loop: one batched generation over the live trajectories per turn, then every env steps."""
+    """The lock-step loop: one batched generation over the live trajectories per turn, then every env steps.
+
+    A policy with a `max_context` (tokens the engine holds: prompt plus generation) gets only conversations with room
+    for a whole turn (`sampling.max_new_tokens`); the others end before that turn with `context_full` set."""
     live = list(range(len(trajs)))
+    limit = getattr(policy, "max_context", None)
+    if limit is not None:
+        for tr in trajs:
+            if len(tr.token_ids) + sampling.max_new_tokens > limit:
+                raise ValueError(
+                    f"the opening prompt of {tr.task_id} is {len(tr.token_ids)} tokens: with max_new_tokens "
+                    f"{sampling.max_new_tokens} it does not fit max_context {limit} (model.max_model_len)"
+                )
     turn = 0
     while live:
+        if limit is not None:
+            for i in live:
+                if len(trajs[i].token_ids) + sampling.max_new_tokens > limit:
+                    trajs[i].context_full = True
+            live = [i for i in live if not trajs[i].context_full]
+            if not live:
+                break
         gens = policy.generate([trajs[i].token_ids for i in live], _turn_sampling(sampling, seed, turn))
         for i, g in zip(live, gens, strict=True):
             tr, env = trajs[i], envs[i]

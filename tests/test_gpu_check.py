@@ -257,3 +257,73 @@ def test_wheelhouse_builder_targets_the_box_not_itself():
         n in pins for n in needed
     )  # every package it fetches is pinned
     assert pins["pyarrow"] == "24.0.0" and pins["trl"] == "1.16.0"
+
+
+def requirement_closure(names: list[str]) -> set[str]:
+    """Canonical names of the installed distributions `names` need, themselves included (markers evaluated,
+    extras ignored): what a box that has these distributions installed holds."""
+    from packaging.requirements import Requirement
+
+    seen: set[str] = set()
+    todo = [gpu_preflight.canonical(n) for n in names]
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        try:
+            dist = metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            continue
+        seen.add(name)
+        for line in dist.requires or []:
+            req = Requirement(line)
+            if req.marker is None or req.marker.evaluate({"extra": ""}):
+                todo.append(gpu_preflight.canonical(req.name))
+    return seen
+
+
+def installed() -> set[str]:
+    return {
+        gpu_preflight.canonical(d.metadata["Name"]) for d in metadata.distributions() if d.metadata["Name"]
+    }
+
+
+def test_preflight_on_a_torch_only_box_asks_for_the_wheelhouse_not_for_cuda_builds(tmp_path):
+    """A box with torch alone (and pip): transformers and accelerate are missing like any other package, not a
+    reason to stop (exit 5 is kept for torch itself)."""
+    keep = requirement_closure(["torch"]) | {"pip"}
+    box = make_box(tmp_path / "venv", sorted(installed() - keep))
+    assert run([box, "-c", "import transformers"]).returncode != 0
+    out = run([box, PREFLIGHT, "--site", tmp_path / "site-packages"])
+    assert out.returncode == gpu_preflight.EXIT_MISSING, out.stdout + out.stderr
+    for name in ("transformers", "accelerate", "tokenizers", *BARE_BOX_LACKS):
+        assert re.search(rf"^  {name} +MISSING +pin ", out.stdout, re.M), name
+    assert "missing from the box" not in out.stdout and "CUDA build" not in out.stdout
+    assert re.search(r"^  torch +\d", out.stdout, re.M)
+    # without torch it is the box that is wrong: exit 5, naming torch only
+    bare = make_box(tmp_path / "bare", sorted(installed() - {"pip"}))
+    out = run([bare, PREFLIGHT, "--site", tmp_path / "site-packages"])
+    assert out.returncode == gpu_preflight.EXIT_BOX and "missing from the box: torch." in out.stdout
+
+
+@pytest.mark.slow
+def test_preflight_installs_transformers_and_accelerate_from_a_wheelhouse(tmp_path):
+    """The box lacks transformers, accelerate and what they need beyond torch; the wheelhouse (wheels rebuilt from
+    this environment's files: offline) brings them into the private folder and every step's imports work."""
+    lacks = sorted(
+        requirement_closure(["transformers", "accelerate"]) - requirement_closure(["torch"]) - {"pip"}
+    )
+    assert {"transformers", "accelerate", "tokenizers", "safetensors", "huggingface-hub"} <= set(lacks)
+    box = make_box(tmp_path / "venv", lacks)
+    wheelhouse = tmp_path / "wheelhouse"
+    wheelhouse.mkdir()
+    for name in lacks:
+        rebuild_wheel(name, wheelhouse)
+    site = tmp_path / "site" / "site-packages"
+    out = run([box, PREFLIGHT, "--install", "--wheelhouse", wheelhouse, "--site", site])
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert f"installing {len(lacks)} distributions into {site}" in out.stdout
+    assert f"transformers=={metadata.version('transformers')}" in out.stdout
+    for step in gpu_preflight.IMPORTS:
+        assert re.search(rf"imports of {step} +ok", out.stdout), step
+    assert run([box, "-c", "import transformers"]).returncode != 0  # the box itself is untouched

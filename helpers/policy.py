@@ -150,6 +150,7 @@ class Tempered:
         self.tokenizer = policy.tokenizer
         self.eos_token_id = policy.eos_token_id
         self.chat_kwargs = getattr(policy, "chat_kwargs", None)
+        self.max_context = getattr(policy, "max_context", None)  # the engine's context guard
 
     def generate(self, prompt_token_ids: list[list[int]], sampling: Sampling) -> list[Generation]:
         return self.policy.generate(prompt_token_ids, sampling.replace(temperature=self.temperature))

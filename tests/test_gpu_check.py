@@ -80,7 +80,12 @@ def rebuild_wheel(dist_name: str, out: Path) -> Path:
     dist = metadata.distribution(dist_name)
     base = Path(dist.locate_file(""))
     info = next(f for f in dist.files if str(f).endswith(".dist-info/METADATA")).parts[0]
-    tag = re.search(r"^Tag: (\S+)$", (base / info / "WHEEL").read_text(), re.M).group(1)
+    tags = [t.split("-") for t in re.findall(r"^Tag: (\S+)$", (base / info / "WHEEL").read_text(), re.M)]
+    # a wheel of several tags (py2.py3-none-any) is named with all of them, or pip skips it as py2-only
+    if len({(a, p) for _, a, p in tags}) == 1:
+        tag = "-".join([".".join(dict.fromkeys(py for py, _, _ in tags)), tags[0][1], tags[0][2]])
+    else:
+        tag = "-".join(tags[0])
     name = dist.metadata["Name"].replace("-", "_")
     path = out / f"{name}-{dist.version}-{tag}.whl"
     records = io.StringIO()
@@ -310,9 +315,13 @@ def test_preflight_on_a_torch_only_box_asks_for_the_wheelhouse_not_for_cuda_buil
 def test_preflight_installs_transformers_and_accelerate_from_a_wheelhouse(tmp_path):
     """The box lacks transformers, accelerate and what they need beyond torch; the wheelhouse (wheels rebuilt from
     this environment's files: offline) brings them into the private folder and every step's imports work."""
-    lacks = sorted(
+    pins = gpu_preflight.read_pins()
+    # a wheel rebuilt here has this environment's version: what requirements-gpu.txt pins otherwise (numpy) stays on
+    # the box, so pip can resolve the pins from the wheelhouse
+    beyond_torch = (
         requirement_closure(["transformers", "accelerate"]) - requirement_closure(["torch"]) - {"pip"}
     )
+    lacks = sorted(n for n in beyond_torch if pins.get(n) in (None, metadata.version(n)))
     assert {"transformers", "accelerate", "tokenizers", "safetensors", "huggingface-hub"} <= set(lacks)
     box = make_box(tmp_path / "venv", lacks)
     wheelhouse = tmp_path / "wheelhouse"

@@ -135,10 +135,6 @@ def check_exists(name_or_path: str | Path) -> None:
     )
 
 
-def is_qwen3(name_or_path: str | Path) -> bool:
-    return "qwen3" in str(name_or_path).lower()
-
-
 def load(
     name_or_path: str | Path, device: str = "cpu", dtype: str = "float32", **kw: Any
 ) -> tuple[torch.nn.Module, PreTrainedTokenizerFast]:
@@ -181,9 +177,30 @@ def autocast(device: str | torch.device, dtype: str) -> contextlib.AbstractConte
     return torch.autocast(device_type=torch.device(device).type, dtype=getattr(torch, dtype))
 
 
-def chat_kwargs(name_or_path: str | Path) -> dict:
-    """Extra `apply_chat_template` arguments: Qwen3 runs with thinking turned off, as in the paper."""
-    return {"enable_thinking": False} if is_qwen3(name_or_path) else {}
+_PROBE = [{"role": "user", "content": "u"}]
+
+
+def knows_thinking(tokenizer) -> bool:
+    """Whether the tokenizer's chat template reacts to `enable_thinking` (Qwen3's does; the kit's tiny one does
+    not): the generation prompt of one conversation rendered with thinking off and on differs."""
+    if not getattr(tokenizer, "chat_template", None):
+        return False
+    off, on = (
+        tokenizer.apply_chat_template(
+            _PROBE, tokenize=False, add_generation_prompt=True, enable_thinking=flag
+        )
+        for flag in (False, True)
+    )
+    return off != on
+
+
+def chat_kwargs(tokenizer, thinking: bool = False) -> dict:
+    """Extra `apply_chat_template` arguments: thinking off (as in the paper) where the template has the switch.
+
+    Decided by the tokenizer's own template, not by the model's name: a local copy of Qwen3 in a folder named
+    otherwise still runs with thinking off, and a template without the switch gets no argument it would ignore.
+    """
+    return {"enable_thinking": bool(thinking)} if knows_thinking(tokenizer) else {}
 
 
 def resolve_device(device: str) -> str:

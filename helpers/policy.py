@@ -150,6 +150,7 @@ class Tempered:
         self.tokenizer = policy.tokenizer
         self.eos_token_id = policy.eos_token_id
         self.chat_kwargs = getattr(policy, "chat_kwargs", None)
+        self.max_context = getattr(policy, "max_context", None)  # the engine's context guard
 
     def generate(self, prompt_token_ids: list[list[int]], sampling: Sampling) -> list[Generation]:
         return self.policy.generate(prompt_token_ids, sampling.replace(temperature=self.temperature))
@@ -200,7 +201,8 @@ class HFPolicy:
         self.prefix_cache = prefix_cache
         self.score_batch = score_batch
         self._cache: _PrefixCache | None = None
-        self.chat_kwargs = models.chat_kwargs(getattr(model, "name_or_path", name))
+        self.chat_kwargs = models.chat_kwargs(tokenizer)
+        self.max_context: int | None = None  # set it to make rollouts end conversations at this length
 
     @classmethod
     def from_pretrained(cls, name_or_path, device: str = "cpu", dtype: str = "float32", name: str | None = None,

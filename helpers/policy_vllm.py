@@ -93,8 +93,9 @@ class VLLMPolicy:
     """Policy over a vLLM `LLM` (token ids in, token ids and log-probs out)."""
 
     def __init__(self, llm, tokenizer, name: str = "model", chat_kwargs: dict | None = None,
-                 sleep_level: int = 1, owns_llm: bool = True):  # fmt: skip
+                 sleep_level: int = 1, owns_llm: bool = True, max_context: int | None = None):  # fmt: skip
         self.llm = llm
+        self.max_context = max_context  # the engine's max_model_len: rollouts end conversations that reach it
         self.tokenizer = tokenizer
         self.name = name
         self.eos_token_id = int(tokenizer.eos_token_id)
@@ -137,8 +138,8 @@ class VLLMPolicy:
                 "vLLM started its engine in a separate process, so weights cannot be synced in place; "
                 "VLLM_ENABLE_V1_MULTIPROCESSING must be 0 before vllm reads its environment"
             )
-        return cls(llm, tokenizer, name=name or str(name_or_path), chat_kwargs=models.chat_kwargs(name_or_path),
-                   sleep_level=sleep_level)  # fmt: skip
+        return cls(llm, tokenizer, name=name or str(name_or_path), chat_kwargs=models.chat_kwargs(tokenizer),
+                   sleep_level=sleep_level, max_context=max_model_len)  # fmt: skip
 
     # -------------------------------------------------------------------------------------------- sampling
     def _sampling_params(self, sampling: Sampling, seed: int | None):

@@ -19,8 +19,8 @@ from helpers.policy import pad_batch, shared_prefix_len, token_logprobs
 
 
 def rl_reward(traj) -> float:
-    """The trajectory's RL reward: the environment's reward, or 0 if the budget ran out unfinished."""
-    return 0.0 if traj.exhausted else float(traj.reward)
+    """The trajectory's RL reward: the environment's reward, or 0 if the budget (or the context) ran out unfinished."""
+    return 0.0 if traj.exhausted or getattr(traj, "context_full", False) else float(traj.reward)
 
 
 def _padded(trajs, rows, dev) -> tuple[torch.Tensor, ...]:

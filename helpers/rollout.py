@@ -16,36 +16,65 @@ import hashlib
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from helpers import models
 from helpers.envs import make
 from helpers.envs.base import Task
 from helpers.policy import Policy, Sampling
 
 SENTINEL = "\x00OBSERVATION\x00"
+ACTION = "\x00ACTION\x00"
+THINK_END = "</think>"
 
 
 class ChatFormat:
-    """Turns chat messages into token ids the way the model's chat template does, one piece at a time."""
+    """Turns chat messages into token ids the way the model's chat template does, one piece at a time.
+
+    A conversation's ids are accumulated, never re-rendered: the opening prompt (the template's render with its
+    generation prompt), then per turn the tokens the model generated and its end-of-turn, then `observation_ids`
+    (the rest of the closed assistant turn, the environment's message, the next generation prompt). The
+    observation wrapper is read off a render the template does produce (system, user, assistant, user, with the
+    generation prompt): the text between the assistant's end-of-turn and the last user message's content, and
+    after it. Templates that rewrite earlier turns when a conversation grows (Qwen3's drops the think blocks of
+    turns before the last user message) are therefore fine: the model's turns stay in the history exactly as it
+    generated them, behind the generation prompt it was given (with thinking off, Qwen3's empty
+    `<think>\n\n</think>\n\n` block before every action; with thinking on, its own think blocks), which is also
+    what the trainer scores: on-policy, as SkyRL's `qwen3_acc_thinking` keeps it. `docs/gpu.md` says more.
+    """
 
     def __init__(self, tokenizer, chat_kwargs: dict | None = None):
         self.tokenizer = tokenizer
         self.kw = dict(chat_kwargs or {})
         self.eos_token_id = int(tokenizer.eos_token_id)
-        # The text that follows an assistant turn's end-of-turn token and wraps the next user message, read off
-        # the template itself by rendering a conversation with and without one more user message.
-        base = [
-            {"role": "system", "content": "s"},
-            {"role": "user", "content": "u"},
-            {"role": "assistant", "content": "a"},
-        ]
-        before = self._render(base, False)
-        after = self._render([*base, {"role": "user", "content": SENTINEL}], True)
-        if not after.startswith(before):
-            raise ValueError(
-                "chat template does not render conversations incrementally; cannot carry token ids"
-            )
         eos = tokenizer.eos_token
-        tail = before[before.rfind(eos) + len(eos) :]
-        self.obs_prefix, self.obs_suffix = (tail + after[len(before) :]).split(SENTINEL)
+        opening = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]
+        head = self._render(opening, False)
+        self.generation_prompt = self._render(opening, True)[len(head) :]
+        convo = self._render(
+            [*opening, {"role": "assistant", "content": ACTION}, {"role": "user", "content": SENTINEL}], True
+        )
+        end = convo.find(ACTION + eos)
+        if not convo.startswith(head) or end < 0 or convo.count(SENTINEL) != 1:
+            raise ValueError(
+                "chat template: cannot find where an assistant turn ends and the next user message starts "
+                f"(the assistant's text followed by the end-of-turn token {eos!r}) in {convo!r}"
+            )
+        self.obs_prefix, self.obs_suffix = convo[end + len(ACTION) + len(eos) :].split(SENTINEL)
+        if not self.obs_suffix.endswith(self.generation_prompt):
+            raise ValueError(
+                f"chat template: the generation prompt after a user message ({self.obs_suffix!r}) does not end as "
+                f"the opening's ({self.generation_prompt!r}); the model would be asked to write a different turn"
+            )
+        # a template with a thinking switch (Qwen3's): the environment reads the answer after the think block
+        self.thinks = models.knows_thinking(tokenizer)
+
+    def answer(self, text: str) -> str:
+        """What the environment reads of a generated turn: with a thinking template, the text after the last
+        `</think>` (a turn that never closed its think block answers nothing); otherwise the text itself."""
+        if not self.thinks:
+            return text
+        if THINK_END in text:
+            return text.rsplit(THINK_END, 1)[1].lstrip("\n")
+        return "" if "<think>" in text else text
 
     def _render(self, messages: list[dict], add_generation_prompt: bool) -> str:
         return self.tokenizer.apply_chat_template(
@@ -124,6 +153,9 @@ class Trajectory:
     group: str = ""  # the task group (same task, same budget) GRPO normalises within
     exhausted: bool = False  # the budget ran out before the episode ended by itself
     start_turn: int = 0  # turns already played before the first recorded one (continuations from a state)
+    # the conversation had no room for another turn within the policy's `max_context` (vLLM's max_model_len): the
+    # episode ended there unfinished, as if its budget had run out, instead of the engine raising mid-run
+    context_full: bool = False
 
     @classmethod
     def opening(cls, ids: list[int], **fields) -> Trajectory:
@@ -263,16 +295,35 @@ def continue_from(
 
 
 def _lock_step(policy, chat, trajs, envs, sampling, seed, step_quality) -> None:
-    """The lock-step loop: one batched generation over the live trajectories per turn, then every env steps."""
+    """The lock-step loop: one batched generation over the live trajectories per turn, then every env steps.
+
+    A policy with a `max_context` (tokens the engine holds: prompt plus generation) gets only conversations with room
+    for a whole turn (`sampling.max_new_tokens`); the others end before that turn with `context_full` set."""
     live = list(range(len(trajs)))
+    limit = getattr(policy, "max_context", None)
+    if limit is not None:
+        for tr in trajs:
+            if len(tr.token_ids) + sampling.max_new_tokens > limit:
+                raise ValueError(
+                    f"the opening prompt of {tr.task_id} is {len(tr.token_ids)} tokens: with max_new_tokens "
+                    f"{sampling.max_new_tokens} it does not fit max_context {limit} (model.max_model_len)"
+                )
     turn = 0
     while live:
+        if limit is not None:
+            for i in live:
+                if len(trajs[i].token_ids) + sampling.max_new_tokens > limit:
+                    trajs[i].context_full = True
+            live = [i for i in live if not trajs[i].context_full]
+            if not live:
+                break
         gens = policy.generate([trajs[i].token_ids for i in live], _turn_sampling(sampling, seed, turn))
         for i, g in zip(live, gens, strict=True):
             tr, env = trajs[i], envs[i]
-            quality = env.step_quality(g.text) if step_quality else None
+            answer = chat.answer(g.text)
+            quality = env.step_quality(answer) if step_quality else None
             dead = bool(env.is_dead()) if step_quality and hasattr(env, "is_dead") else None
-            result = env.step(g.text)
+            result = env.step(answer)
             tr.token_ids += g.token_ids
             tr.gen_mask += [1] * len(g.token_ids)
             tr.logprobs += g.logprobs

@@ -50,7 +50,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import yaml
-from transformers import AutoTokenizer
+from transformers import AutoTokenizer, TrainerCallback
 from transformers.trainer_utils import get_last_checkpoint
 
 from helpers import base_model, models
@@ -153,9 +153,8 @@ class KitRollout:
             if gen.enable_sleep_mode:
                 gen.llm.wake_up(tags=["kv_cache"])
             try:
-                yield VLLMPolicy(
-                    gen.llm, self.tokenizer, name=self.mode, chat_kwargs=self.chat.kw, owns_llm=False
-                )
+                yield VLLMPolicy(gen.llm, self.tokenizer, name=self.mode, chat_kwargs=self.chat.kw, owns_llm=False,
+                                 max_context=trainer.args.vllm_max_model_length)  # fmt: skip
             finally:
                 if gen.enable_sleep_mode:
                     gen.llm.sleep(level=2)
@@ -172,6 +171,7 @@ class KitRollout:
             # puts the model in eval mode; computes in the trainer's mixed precision, as its loss does
             policy = hf_policy(model, self.tokenizer, compute_dtype(trainer.args), name=self.mode)
             policy.chat_kwargs = self.chat.kw
+            policy.max_context = self.cfg.model.max_model_len  # the same guard as with vLLM
             try:
                 yield policy
             finally:
@@ -242,27 +242,46 @@ def geometry(cfg: Config, world_size: int) -> Geometry:
 NEW_TRAIN_KEYS = ("save_steps", *PROCESS_KEYS)
 
 
-def trl_dir(cfg: Config, mode: str, use_vllm: bool = False) -> Path:
-    """Where a TRL run of this profile, mode and rollout engine keeps its checkpoints, logs and final model."""
+def world_size() -> int:
+    """The number of training processes, as the launcher says (torchrun and accelerate set WORLD_SIZE; under
+    torchrun on CPU accelerate's PartialState may still report 1, which would double every rank's batch)."""
+    env = os.environ.get("WORLD_SIZE")
+    if env is not None:
+        if not env.isdigit() or int(env) < 1:
+            raise ValueError(f"WORLD_SIZE must be a positive integer, got {env!r}")
+        return int(env)
+    from accelerate import PartialState
+
+    return PartialState().num_processes
+
+
+def trl_dir(cfg: Config, mode: str, use_vllm: bool = False, world: int | None = None) -> Path:
+    """Where a TRL run of this profile, mode, rollout engine and number of processes keeps its checkpoints, logs and
+    final model (runs of 1 and 2 processes take different batches per process, so they never resume each other)."""
+    world = world_size() if world is None else world
     recipe = {"trainer": "trl", "rollouts": "vllm" if use_vllm else "hf", "base": base_model.identity(cfg), "mode": mode,
               "train": {k: v for k, v in dataclasses.asdict(cfg.train).items() if k not in NEW_TRAIN_KEYS},
               "sampling": dataclasses.asdict(cfg.sampling), "env": cfg.env.name, "env_settings": settings(cfg),
               "seed": cfg.seed}  # fmt: skip
+    if world != 1:  # a one-process run keeps the folder it had before the world size was recorded
+        recipe["world_size"] = world
     return recipe_dir(cfg, f"trl-{mode}", recipe)
 
 
 def build_trainer(cfg: Config, mode: str = "full", max_steps: int | None = None, output_dir: str | Path | None = None,
-                  use_vllm: bool | None = None, gradient_checkpointing: bool = False, **overrides):  # fmt: skip
+                  use_vllm: bool | None = None, gradient_checkpointing: bool = False, vllm_sleep_mode: bool = False,
+                  **overrides):  # fmt: skip
     """A `trl.GRPOTrainer` that trains the profile's base with the kit's rollouts (see the module docstring).
 
     `max_steps` counts rollout batches (default `train.steps`); `use_vllm` defaults to `model.backend == "vllm"`;
+    `vllm_sleep_mode` puts TRL's colocated engine to sleep during the optimiser steps (its GPU memory goes to
+    training; the rollout wakes it); `gradient_checkpointing` trades compute for activations on long series;
     `overrides` go to `GRPOConfig` last (for experiments; they can break the correspondence with the kit's loop).
     """
     if cfg.train.algorithm != "grpo":
         raise ValueError(f"the TRL path trains GRPO only (TRL has no PPO or GiGPO); train.algorithm is "
                          f"{cfg.train.algorithm!r}: use helpers.train.rl_train")  # fmt: skip
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-    from accelerate import PartialState
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
@@ -273,10 +292,10 @@ def build_trainer(cfg: Config, mode: str = "full", max_steps: int | None = None,
     use_vllm = cfg.model.backend == "vllm" if use_vllm is None else use_vllm
     if use_vllm and not device.startswith("cuda"):
         raise ValueError("use_vllm needs model.device on CUDA")
-    world = PartialState().num_processes
+    world = world_size()
     geo = geometry(cfg, world)
     steps = c.steps if max_steps is None else max_steps
-    out = Path(output_dir) if output_dir is not None else trl_dir(cfg, mode, use_vllm)
+    out = Path(output_dir) if output_dir is not None else trl_dir(cfg, mode, use_vllm, world)
     tasks = load_tasks(cfg.env.name, "train", seed=cfg.seed, **settings(cfg))
     tokenizer = _tokenizer(path)
 
@@ -297,7 +316,8 @@ def build_trainer(cfg: Config, mode: str = "full", max_steps: int | None = None,
         save_total_limit=2, report_to="none", disable_tqdm=True, shuffle_dataset=True,
         use_vllm=use_vllm, vllm_mode="colocate", vllm_gpu_memory_utilization=cfg.model.gpu_memory_utilization,
         vllm_max_model_length=cfg.model.max_model_len, vllm_tensor_parallel_size=1,
-        vllm_importance_sampling_correction=False, chat_template_kwargs=models.chat_kwargs(path) or None,
+        vllm_enable_sleep_mode=bool(vllm_sleep_mode and use_vllm),
+        vllm_importance_sampling_correction=False, chat_template_kwargs=models.chat_kwargs(tokenizer) or None,
     )  # fmt: skip
     if c.kl_kind != "low_var_kl":
         raise ValueError(
@@ -312,13 +332,40 @@ def build_trainer(cfg: Config, mode: str = "full", max_steps: int | None = None,
         raise ValueError("rollouts on the trainer's model need ds3_gather_for_generation=True (ranks run different "
                          "numbers of forward passes, which per-layer ZeRO-3 gathers cannot)")  # fmt: skip
     args = GRPOConfig(**kw)
-    rollout_fn = KitRollout(cfg, mode, tasks, tokenizer, models.chat_kwargs(path))
+    rollout_fn = KitRollout(cfg, mode, tasks, tokenizer, models.chat_kwargs(tokenizer))
     dataset = Dataset.from_dict({"prompt": [t.task_id for t in tasks]})
     with trl_llm_defaults(llm_defaults() if args.use_vllm else {}):  # KIT_VLLM_ENFORCE_EAGER=1: enforce_eager
         trainer = GRPOTrainer(model=str(path), reward_funcs=env_reward, args=args, train_dataset=dataset,
                               processing_class=tokenizer, rollout_func=rollout_fn)  # fmt: skip
     trainer.kit_rollout = rollout_fn
+    trainer.add_callback(RolloutCounter(rollout_fn))
     return trainer
+
+
+ROLLOUT_STATE = "kit_rollout.json"
+
+
+class RolloutCounter(TrainerCallback):
+    """Saves `KitRollout.calls` (it seeds every rollout call) in each checkpoint and restores it on resume, so a
+    resumed run draws new seeds instead of repeating the ones of its first calls."""
+
+    def __init__(self, rollout_fn: KitRollout):
+        self.rollout_fn = rollout_fn
+
+    def on_save(self, args, state, control, **kw):
+        if state.is_world_process_zero:
+            folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / ROLLOUT_STATE).write_text(json.dumps({"calls": self.rollout_fn.calls}))
+
+
+def restore_rollout_calls(rollout_fn: KitRollout, checkpoint: str | Path | None) -> None:
+    """Set `rollout_fn.calls` from a checkpoint written by `RolloutCounter` (a checkpoint without it: left as is)."""
+    if checkpoint is None:
+        return
+    saved = Path(checkpoint) / ROLLOUT_STATE
+    if saved.exists():
+        rollout_fn.calls = int(json.loads(saved.read_text())["calls"])
 
 
 def _tokenizer(path):
@@ -342,6 +389,7 @@ def train(cfg: Config, mode: str = "full", max_steps: int | None = None, publish
     out = Path(trainer.args.output_dir)
     final = out / "final"
     last = get_last_checkpoint(str(out)) if out.exists() else None
+    restore_rollout_calls(trainer.kit_rollout, last)
     trainer.train(resume_from_checkpoint=last)
     if trainer.accelerator.is_main_process:
         (out / "log_history.json").write_text(json.dumps(trainer.state.log_history, indent=1))
@@ -365,7 +413,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-steps", type=int, default=None, help="rollout batches (default: train.steps)")
     ap.add_argument("--vllm", dest="use_vllm", action=argparse.BooleanOptionalAction, default=None,
                     help="roll out with TRL's colocated vLLM (default: model.backend == vllm)")  # fmt: skip
-    ap.add_argument("--gradient-checkpointing", action="store_true")
+    ap.add_argument("--gradient-checkpointing", action="store_true",
+                    help="recompute activations in the backward pass (long multi-turn series)")  # fmt: skip
+    ap.add_argument("--vllm-sleep-mode", action="store_true",
+                    help="TRL's colocated vLLM engine sleeps during optimiser steps (frees its GPU memory)")  # fmt: skip
     ap.add_argument("--publish", action="store_true",
                     help="also put the final model where notebooks 03-06 look for the mode's model")  # fmt: skip
     ap.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
@@ -373,7 +424,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     cfg = config_lib.load(args.profile, **parse_overrides(args.set))
     final = train(cfg, args.mode, max_steps=args.max_steps, publish=args.publish, use_vllm=args.use_vllm,
-                  gradient_checkpointing=args.gradient_checkpointing)  # fmt: skip
+                  gradient_checkpointing=args.gradient_checkpointing, vllm_sleep_mode=args.vllm_sleep_mode)  # fmt: skip
     print(f"final model: {final}")
     return 0
 

@@ -21,8 +21,11 @@
 #
 # Environment: PY (the interpreter), GPU_CHECK_BUDGET (seconds for steps 1-6; default: the sum of the selected steps'
 # limits, and never less), GPU_CHECK_WHEELHOUSE, GPU_CHECK_SITE (the private install folder), GPU_CHECK_OUT (= --out).
-# Exit status: 0 every step passed; 1 a step failed; 2 no CUDA device or bad arguments; 3-5 the preflight failed
-# (3 packages missing and not installable, 4 an import failed, 5 torch/transformers/accelerate missing).
+# Exit status: 0 every step passed, vLLM included; 1 a step failed; 2 no CUDA device or bad arguments; 3-5 the
+# preflight failed (3 packages missing and not installable, 4 an import failed, 5 torch missing, or vllm with
+# --vllm); 6 every step that ran passed but the vLLM steps were skipped (vllm not installed, or --no-vllm: the
+# gpu/paper profiles' default backend was not checked); 8 nothing failed but a TRL step had no learning signal
+# (every task group of every rollout batch had one reward: nothing had to move; run it again).
 set -u
 CALLER=$(pwd)
 # abs PATH: a path the caller gave, made absolute against the caller's folder (the script works from the repo root)
@@ -155,6 +158,7 @@ START=$(date +%s)
 DEADLINE=$(( START + BUDGET + KILL_GRACE * ${#STEPS[@]} ))
 SUMMARY=()
 FAILED=0
+NO_SIGNAL=0
 
 # step NAME CMD...: run with the step's limit (never past the deadline), log to $WORK/NAME.log.
 step() {
@@ -171,6 +175,7 @@ step() {
   local rc=$? status=PASS
   local dt=$(( $(date +%s) - t0 ))
   if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then status=TIMEOUT; FAILED=1
+  elif [ $rc -eq 8 ] && [[ "$name" == trl_* ]]; then status=NO-SIGNAL; NO_SIGNAL=1
   elif [ $rc -ne 0 ]; then status="FAIL($rc)"; FAILED=1; fi
   tail -n 6 "$WORK/$name.log"
   SUMMARY+=("$(printf '%-14s %-8s %5s s  (limit %s s)' "$name" "$status" "$dt" "$lim")")
@@ -200,7 +205,7 @@ done
   printf '%-14s %-8s %5s s\n' preflight PASS "$PREFLIGHT_S"
   printf '%s\n' ${SUMMARY[@]+"${SUMMARY[@]}"}
   grep -h -E "passed|failed|skipped|error" "$WORK/gpu_tests.log" 2>/dev/null | tail -n 1
-  grep -h -E "^(rl-loop|trl): weights" "$WORK"/rl_loop_*.log "$WORK"/trl_*.log 2>/dev/null
+  grep -h -E "^(rl-loop|trl): (weights|.*outcome)" "$WORK"/rl_loop_*.log "$WORK"/trl_*.log 2>/dev/null
   grep -h -E "gen tokens/s|vLLM / HF|vLLM part" "$WORK/benchmark.log" 2>/dev/null
   echo "$VLLM_NOTE"
   echo "logs: $WORK   steps $(( $(date +%s) - START )) s of a ${BUDGET} s budget"
@@ -209,4 +214,7 @@ if [ -n "$OUT" ]; then
   mkdir -p "$OUT" && cp "$WORK"/*.log "$WORK"/summary.txt "$WORK"/environment.json "$OUT"/ \
     && { [ ! -f "$WORK/benchmark.json" ] || cp "$WORK/benchmark.json" "$OUT"/; } && echo "copied to $OUT"
 fi
-exit $FAILED
+if [ "$FAILED" = 1 ]; then exit 1; fi
+if [ "$NO_SIGNAL" = 1 ]; then echo "gpu_check: a TRL step had no learning signal (exit 8): nothing failed, nothing was shown"; exit 8; fi
+if [ "$USE_VLLM" = 0 ]; then echo "gpu_check: passed WITHOUT vLLM (exit 6): $VLLM_NOTE"; exit 6; fi
+exit 0

@@ -1,23 +1,24 @@
 #!/usr/bin/env python3
 """Preflight of `scripts/gpu_check.sh`: which packages the check needs are missing, and getting them.
 
-A GPU box often has only torch, transformers and accelerate (a CUDA container, a cluster module). The check also
-needs gymnasium (FrozenLake's dynamics), pandas (the RL loop's R_single tables; a dependency of datasets), pytest
-(the GPU tests), trl and datasets (the TRL steps). This script
+A GPU box often has only torch (a CUDA container, a cluster module), sometimes transformers and accelerate too. The
+check also needs transformers, accelerate, tokenizers, gymnasium (FrozenLake's dynamics), pandas (the RL loop's
+R_single tables; a dependency of datasets), pytest (the GPU tests), trl and datasets (the TRL steps). This script
 
 1. lists every package the check needs, with the version found or MISSING and the steps that need it;
 2. with `--install`, resolves what is missing against what the box already has (`pip install --dry-run --report`,
    pins from requirements-gpu.txt) and installs exactly that, without dependencies, into a private folder
    (`--site`, default build/gpu-check-site/<python>-<platform>/site-packages) that the check puts on its PYTHONPATH: the box's
    own environment is never modified (the folder must be called site-packages: dill, which datasets uses to
-   fingerprint data, pickles modules found anywhere else by value and fails on pyarrow's), and torch, transformers, accelerate and vllm are never installed (they must
-   match the box's CUDA set-up: if what is missing needs other versions of them, that is reported, not done);
+   fingerprint data, pickles modules found anywhere else by value and fails on pyarrow's), and torch and vllm are
+   never installed (CUDA builds that must match the box's driver: if what is missing needs other versions of them,
+   that is reported, not done); transformers, accelerate and their dependencies are, when the box lacks them;
    the packages come from a wheelhouse (`--wheelhouse`, default build/gpu-wheelhouse when it exists; built on a
    networked machine by scripts/build_gpu_wheelhouse.py and copied along) or else from the package index;
 3. imports what each step imports, with the repo root and the private folder on the path, and names what fails.
 
 It needs only the standard library and pip (>= 22.2 for `--report`). Exit status: 0 ready; 3 packages are missing
-and could not be installed; 4 an import failed; 5 torch, transformers or accelerate is missing.
+and could not be installed; 4 an import failed; 5 torch is missing (or vllm, with `--vllm require`).
 
     python scripts/gpu_preflight.py                       # check only
     python scripts/gpu_preflight.py --install             # check, install what is missing, check the imports
@@ -41,10 +42,10 @@ REPO = Path(__file__).resolve().parents[1]
 REQUIREMENTS = REPO / "requirements-gpu.txt"
 DEFAULT_WHEELHOUSE = REPO / "build" / "gpu-wheelhouse"
 
-# What the box must bring: never installed here (CUDA builds that must match the driver, or far too large).
-BOX = ("torch", "transformers", "accelerate", "vllm")
+# What the box must bring: never installed here (CUDA builds that must match the driver, and gigabytes).
+BOX = ("torch", "vllm")
 
-# (distribution, import name, what needs it). Everything except torch/transformers/accelerate is installable.
+# (distribution, import name, what needs it). Everything except torch (and the optional vllm) is installable.
 PACKAGES: list[tuple[str, str, str]] = [
     ("torch", "torch", "every step"),
     ("transformers", "transformers", "every step"),
@@ -266,9 +267,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.vllm == "require" and not has_vllm:
         box_missing.append("vllm")
     if box_missing:
-        print(f"missing from the box: {' '.join(box_missing)}. These are not installed here: install the box's "
-              "CUDA build (pip install -r requirements-gpu.txt pins torch 2.13.0, transformers 5.17.0, accelerate "
-              "1.15.0, vllm 0.31.0).")  # fmt: skip
+        print(f"missing from the box: {' '.join(box_missing)}. These are not installed here (CUDA builds that "
+              f"must match the driver): the box must bring them (requirements-gpu.txt pins torch "
+              f"{pins.get('torch')}, vllm {pins.get('vllm')}); everything else comes from the wheelhouse.")  # fmt: skip
         return EXIT_BOX
     if missing:
         print(f"missing: {' '.join(missing)}")

@@ -34,7 +34,7 @@ SLOW_FILES = {
     "test_scripted.py", "test_budget_probe.py", "test_stats_null.py",
 }  # fmt: skip
 # fixtures that build or run something slow: a test that uses one is slow, wherever it is
-SLOW_FIXTURES = {"smoke_series", "smoke_base", "shared_base", "base_path", "clone_results"}
+SLOW_FIXTURES = {"smoke_series", "smoke_base", "shared_base", "base_path", "clone_results", "qwen3_dir"}
 SERIES_FIXTURES = {"smoke_series"}
 # single tests that are slow in files that are otherwise fast (measured with --durations)
 SLOW_TESTS = {"test_every_humaneval_canonical_solution_passes"}
@@ -50,6 +50,14 @@ def _base_cache(tmp_path_factory):
     os.environ["KIT_BASE_CACHE"] = str(cache)
     yield cache
     os.environ.pop("KIT_BASE_CACHE", None)
+
+
+@pytest.fixture(scope="session")
+def qwen3_dir(tmp_path_factory):
+    """Qwen3's real tokenizer built offline (helpers.qwen3_tokenizer), once per session (about 20 s)."""
+    from helpers import qwen3_tokenizer
+
+    return qwen3_tokenizer.build(tmp_path_factory.mktemp("qwen3_tokenizer"))
 
 
 @pytest.fixture(autouse=True)

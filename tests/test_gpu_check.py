@@ -80,7 +80,12 @@ def rebuild_wheel(dist_name: str, out: Path) -> Path:
     dist = metadata.distribution(dist_name)
     base = Path(dist.locate_file(""))
     info = next(f for f in dist.files if str(f).endswith(".dist-info/METADATA")).parts[0]
-    tag = re.search(r"^Tag: (\S+)$", (base / info / "WHEEL").read_text(), re.M).group(1)
+    tags = [t.split("-") for t in re.findall(r"^Tag: (\S+)$", (base / info / "WHEEL").read_text(), re.M)]
+    # a wheel of several tags (py2.py3-none-any) is named with all of them, or pip skips it as py2-only
+    if len({(a, p) for _, a, p in tags}) == 1:
+        tag = "-".join([".".join(dict.fromkeys(py for py, _, _ in tags)), tags[0][1], tags[0][2]])
+    else:
+        tag = "-".join(tags[0])
     name = dist.metadata["Name"].replace("-", "_")
     path = out / f"{name}-{dist.version}-{tag}.whl"
     records = io.StringIO()
@@ -257,3 +262,77 @@ def test_wheelhouse_builder_targets_the_box_not_itself():
         n in pins for n in needed
     )  # every package it fetches is pinned
     assert pins["pyarrow"] == "24.0.0" and pins["trl"] == "1.16.0"
+
+
+def requirement_closure(names: list[str]) -> set[str]:
+    """Canonical names of the installed distributions `names` need, themselves included (markers evaluated,
+    extras ignored): what a box that has these distributions installed holds."""
+    from packaging.requirements import Requirement
+
+    seen: set[str] = set()
+    todo = [gpu_preflight.canonical(n) for n in names]
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        try:
+            dist = metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            continue
+        seen.add(name)
+        for line in dist.requires or []:
+            req = Requirement(line)
+            if req.marker is None or req.marker.evaluate({"extra": ""}):
+                todo.append(gpu_preflight.canonical(req.name))
+    return seen
+
+
+def installed() -> set[str]:
+    return {
+        gpu_preflight.canonical(d.metadata["Name"]) for d in metadata.distributions() if d.metadata["Name"]
+    }
+
+
+def test_preflight_on_a_torch_only_box_asks_for_the_wheelhouse_not_for_cuda_builds(tmp_path):
+    """A box with torch alone (and pip): transformers and accelerate are missing like any other package, not a
+    reason to stop (exit 5 is kept for torch itself)."""
+    keep = requirement_closure(["torch"]) | {"pip"}
+    box = make_box(tmp_path / "venv", sorted(installed() - keep))
+    assert run([box, "-c", "import transformers"]).returncode != 0
+    out = run([box, PREFLIGHT, "--site", tmp_path / "site-packages"])
+    assert out.returncode == gpu_preflight.EXIT_MISSING, out.stdout + out.stderr
+    for name in ("transformers", "accelerate", "tokenizers", *BARE_BOX_LACKS):
+        assert re.search(rf"^  {name} +MISSING +pin ", out.stdout, re.M), name
+    assert "missing from the box" not in out.stdout and "CUDA build" not in out.stdout
+    assert re.search(r"^  torch +\d", out.stdout, re.M)
+    # without torch it is the box that is wrong: exit 5, naming torch only
+    bare = make_box(tmp_path / "bare", sorted(installed() - {"pip"}))
+    out = run([bare, PREFLIGHT, "--site", tmp_path / "site-packages"])
+    assert out.returncode == gpu_preflight.EXIT_BOX and "missing from the box: torch." in out.stdout
+
+
+@pytest.mark.slow
+def test_preflight_installs_transformers_and_accelerate_from_a_wheelhouse(tmp_path):
+    """The box lacks transformers, accelerate and what they need beyond torch; the wheelhouse (wheels rebuilt from
+    this environment's files: offline) brings them into the private folder and every step's imports work."""
+    pins = gpu_preflight.read_pins()
+    # a wheel rebuilt here has this environment's version: what requirements-gpu.txt pins otherwise (numpy) stays on
+    # the box, so pip can resolve the pins from the wheelhouse
+    beyond_torch = (
+        requirement_closure(["transformers", "accelerate"]) - requirement_closure(["torch"]) - {"pip"}
+    )
+    lacks = sorted(n for n in beyond_torch if pins.get(n) in (None, metadata.version(n)))
+    assert {"transformers", "accelerate", "tokenizers", "safetensors", "huggingface-hub"} <= set(lacks)
+    box = make_box(tmp_path / "venv", lacks)
+    wheelhouse = tmp_path / "wheelhouse"
+    wheelhouse.mkdir()
+    for name in lacks:
+        rebuild_wheel(name, wheelhouse)
+    site = tmp_path / "site" / "site-packages"
+    out = run([box, PREFLIGHT, "--install", "--wheelhouse", wheelhouse, "--site", site])
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert f"installing {len(lacks)} distributions into {site}" in out.stdout
+    assert f"transformers=={metadata.version('transformers')}" in out.stdout
+    for step in gpu_preflight.IMPORTS:
+        assert re.search(rf"imports of {step} +ok", out.stdout), step
+    assert run([box, "-c", "import transformers"]).returncode != 0  # the box itself is untouched

@@ -264,3 +264,26 @@ def test_the_cpu_attention_equals_sdpa_with_padding_and_a_carried_cache(tiny_dir
                 steps.append(nxt.logits[:, -1])
         outs[name] = torch.stack(steps)
     torch.testing.assert_close(outs["kit"], outs["sdpa"], rtol=0, atol=1e-5)
+
+
+def test_context_guard_ends_episodes_instead_of_overflowing(tiny_dir, tasks):
+    """A policy with `max_context` (vLLM's max_model_len) never gets a prompt without room for a whole turn: the
+    episode ends there with `context_full` (reward 0 for RL, as an exhausted budget), and nothing raises."""
+    from helpers.ppo import rl_reward
+
+    pol = HFPolicy.from_pretrained(tiny_dir)
+    sampling = Sampling(1.0, 1.0, 6)
+    prompt_len = len(ChatFormat(pol.tokenizer).prompt_ids(fl.FrozenLakeEnv().reset(tasks[0], 6)))
+    pol.max_context = prompt_len + 40  # one turn fits, a few more do not
+    trajs = rollout(pol, "frozenlake", tasks[:3], 6, 2, sampling, seed=0)
+    assert any(t.context_full for t in trajs)
+    for t in trajs:
+        for start, _ in t.turn_spans():
+            assert start + sampling.max_new_tokens <= pol.max_context  # every generation had room
+        if t.context_full:
+            assert t.n_turns >= 1 and not t.turns[-1]["done"] and rl_reward(t) == 0.0
+            assert len(t.token_ids) + sampling.max_new_tokens > pol.max_context
+        assert Trajectory.from_dict(t.to_dict()) == t
+    pol.max_context = prompt_len  # not even the opening prompt and one reply fit: a configuration error
+    with pytest.raises(ValueError, match="does not fit max_context"):
+        rollout(pol, "frozenlake", tasks[:1], 6, 1, sampling, seed=0)

@@ -551,10 +551,10 @@ def world_env():
 @pytest.mark.parametrize(
     "sql",
     [
-        "SELECT zeroblob(1000000) FROM city LIMIT 300",
-        "SELECT zeroblob(1000000), zeroblob(1000000), zeroblob(1000000) FROM city LIMIT 200",
-        "SELECT zeroblob(1000000), zeroblob(1000000), zeroblob(1000000), zeroblob(1000000), zeroblob(1000000) FROM city",
-        "SELECT printf('%.999999c', 'x') FROM city",
+        "SELECT zeroblob(65536) FROM city LIMIT 300",
+        "SELECT zeroblob(65536), zeroblob(65536), zeroblob(65536) FROM city LIMIT 200",
+        "SELECT zeroblob(65536), zeroblob(65536), zeroblob(65536), zeroblob(65536), zeroblob(65536) FROM city",
+        "SELECT printf('%.65535c', 'x') FROM city",
     ],
 )
 def test_sql_results_are_capped_in_bytes_and_the_reward_step_stays_small(world_env, sql):

@@ -14,7 +14,7 @@ import types
 from typing import TYPE_CHECKING
 
 from .base import TEST_KINDS, ChannelError, Died, Limits, Retry, Stalled, TestResult, Timeout
-from .wire import wire_decode, wire_encode
+from .wire import check_items, wire_decode, wire_encode
 
 if TYPE_CHECKING:
     from .session import Session
@@ -148,6 +148,7 @@ def verdict(test: dict, msg: dict, limits: Limits) -> TestResult:
         ok = outputs_match(stdout, test["output"])
     else:
         try:
+            check_items(shown)
             value = json.loads(shown)
         except (ValueError, RecursionError):
             return TestResult(False, "runtime_error", kept, "the return value could not be read")

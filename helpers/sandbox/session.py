@@ -310,6 +310,7 @@ class Session:
                 raise Timeout()
             raise Died(why)
         try:
+            wire.check_items(line, wire.MAX_ITEMS + 64)  # before parsing: a message of tiny containers
             msg = json.loads(line)
         except (ValueError, RecursionError):
             raise Garbled("a line that is not one of its messages") from None

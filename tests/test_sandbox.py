@@ -72,6 +72,13 @@ def test_comparators():
     assert not outputs_match("1 2\n3", "1 2\n4")
     assert outputs_match("0.3333333", "0.333333333")
     assert not outputs_match("1000000", "1000001")  # integers are never compared with a tolerance
+    assert not outputs_match("1e6", "1000001") and not outputs_match("1.0000001e6", "1000000")  # issue 29
+    assert outputs_match("2", "2.000000") and outputs_match("1e-7", "0.0")  # expected decimals keep theirs
+    catalan = 5632681584560312734993915705849145100  # C(70): a float cannot hold it
+    assert not outputs_match(f"{float(catalan):.6e}", str(catalan)) and not values_match(
+        float(catalan), catalan
+    )
+    assert not values_match(1e6, 1000001) and values_match(1000000.0, 1000000) and values_match(2, 2.0)
     assert values_match([1, [2.0000001, "a"]], [1, [2.0, "a"]])
     assert (
         not values_match(True, 1)
@@ -504,3 +511,31 @@ def test_verdicts_do_not_move_with_load():
     assert verdicts[-2:] == [[(True, "passed")], [(False, "timeout")]]
     worst = max(t.cpu_s for r in idle[: len(tasks)] + loaded[: len(tasks)] for t in r.tests)
     assert worst < limits.timeout_s / 10, worst
+
+
+def test_the_seccomp_filter_is_well_formed_and_its_numbers_match_the_kernel_headers():
+    """8-byte instructions, the architecture checked first, every refused call present; on a machine with the
+    kernel headers, every number equals the header's."""
+    import platform
+    import re
+    import struct
+
+    from helpers.sandbox import seccomp
+
+    for arch in seccomp.SUPPORTED:
+        prog = seccomp.program(arch)
+        insns = [struct.unpack("<HBBI", prog[i : i + 8]) for i in range(0, len(prog), 8)]
+        assert len(prog) % 8 == 0 and len(insns) < 4096
+        assert insns[0] == (0x20, 0, 0, 4) and insns[1][3] == seccomp.SYSCALLS[arch]["audit_arch"]
+        compared = {k for code, _, _, k in insns if code == 0x15}
+        assert set(seccomp.refused(arch).values()) <= compared
+        assert {"unshare", "setns", "keyctl", "add_key", "io_uring_setup", "ptrace", "mount"} <= set(
+            seccomp.refused(arch)
+        )
+    with pytest.raises(sandbox.SandboxError, match="no seccomp filter"):
+        seccomp.program("sparc")
+    header = Path("/usr/include/x86_64-linux-gnu/asm/unistd_64.h")
+    if platform.machine() == "x86_64" and header.is_file():
+        numbers = {m[0]: int(m[1]) for m in re.findall(r"#define __NR_(\w+)\s+(\d+)", header.read_text())}
+        table = seccomp.SYSCALLS["x86_64"]
+        assert {k: v for k, v in table.items() if k != "audit_arch" and numbers.get(k) != v} == {}

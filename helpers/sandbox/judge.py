@@ -10,6 +10,7 @@ import hashlib
 import json
 import math
 import random
+import re
 import types
 from typing import TYPE_CHECKING
 
@@ -18,6 +19,8 @@ from .wire import check_items, wire_decode, wire_encode
 
 if TYPE_CHECKING:
     from .session import Session
+
+_INTEGER = re.compile(r"[+-]?\d+")
 
 # --------------------------------------------------------------------------------------------- test format
 
@@ -65,7 +68,8 @@ def child_view(test: dict) -> dict:
 
 def outputs_match(actual: str, expected: str) -> bool:
     """Stdout comparison of competitive programming judges: lines stripped, trailing blank lines ignored; tokens
-    that are decimals (contain '.' or 'e') may differ by 1e-6 (absolute or relative)."""
+    that are decimals (contain '.' or 'e') may differ by 1e-6 (absolute or relative), but an expected integer is
+    matched exactly ("1e6" is not "1000001", and a float approximation of a 25-digit integer is wrong)."""
     a = actual.rstrip().splitlines()
     e = expected.rstrip().splitlines()
     if [x.strip() for x in a] == [x.strip() for x in e]:
@@ -83,7 +87,8 @@ def outputs_match(actual: str, expected: str) -> bool:
 
 
 def _close_decimals(x: str, y: str) -> bool:
-    if not any(c in s for s in (x, y) for c in ".eE"):
+    """Whether `x` (actual) is within 1e-6 of `y` (expected), `y` being a decimal, not an integer."""
+    if _INTEGER.fullmatch(y) or not any(c in s for s in (x, y) for c in ".eE"):
         return False
     try:
         fx, fy = float(x), float(y)
@@ -93,12 +98,13 @@ def _close_decimals(x: str, y: str) -> bool:
 
 
 def values_match(actual: object, expected: object) -> bool:
-    """Return-value comparison after a JSON round trip (tuples are lists): exact, except floats within 1e-6;
-    bools only equal bools."""
+    """Return-value comparison after a JSON round trip (tuples are lists): exact, except that an expected float
+    may be met within 1e-6; an expected integer only by an equal number (exactly: a float approximation of a
+    large integer is wrong); bools only equal bools."""
     if isinstance(expected, bool) or isinstance(actual, bool):
         return type(actual) is type(expected) and actual == expected
     if isinstance(expected, (int, float)) and isinstance(actual, (int, float)):
-        if isinstance(expected, float) or isinstance(actual, float):
+        if isinstance(expected, float):
             return math.isclose(actual, expected, rel_tol=1e-6, abs_tol=1e-6)
         return actual == expected
     if isinstance(expected, list) and isinstance(actual, list):

@@ -35,6 +35,7 @@ from .base import (
 from .bwrap import boundary, bwrap_command, interpreter, stdlib_roots
 from .cgroups import JOIN, Cgroup, CgroupTree
 from .judge import fail, finish_assert, first_command
+from .seccomp import program_fd
 from .uids import user_process_count
 
 CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "child.py")  # the program the child runs
@@ -133,11 +134,17 @@ class Session:
             "shown": limits.shown_bytes,
             "read_roots": list(interpreter().stdlib) if in_bwrap else stdlib_roots(),
         }
+        files = []
         if in_bwrap:
             home = SANDBOX_HOME
             interp = interpreter()
             env = _child_env(home)
-            cmd = bwrap_command(plan.bwrap, interp, limits, env, plan.userns)
+            try:
+                files.append(program_fd())  # the seccomp filter, read by bubblewrap
+            except SandboxError:
+                if plan.mode != "weak":
+                    raise
+            cmd = bwrap_command(plan.bwrap, interp, limits, env, plan.userns, files[0] if files else None)
             cmd += [interp.executable, "-s", "-S", "-P"]
             cwd = None
         else:
@@ -153,8 +160,9 @@ class Session:
             cmd = ["/bin/sh", "-c", JOIN, "sh", *self.group.procs_files, "--", *cmd]
         # child.py and wire.py go in as open files (read-only descriptors the child closes before `ready`): no
         # path of the kit is mounted in the boundary
-        files = [os.open(path, os.O_RDONLY) for path in (CHILD, WIRE)]
-        cmd += [f"/proc/self/fd/{fd}" for fd in files]
+        sources = [os.open(path, os.O_RDONLY) for path in (CHILD, WIRE)]
+        cmd += [f"/proc/self/fd/{fd}" for fd in sources]
+        files += sources
         self.err = tempfile.TemporaryFile()  # noqa: SIM115 (open as long as the session; closed in close())
         try:
             self.proc = subprocess.Popen(

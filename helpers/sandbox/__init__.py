@@ -44,9 +44,8 @@ it. `KIT_SANDBOX=weak` (or `Limits(isolation="weak")`) runs anyway with what is 
 
 Many tests of one program run in one process (fresh globals, stdin/stdout files, builtins and recursion limit per
 test); if the process dies in a test (timeout, stall, crash, `os._exit`) or garbles its channel, that test fails and a new
-sandbox resumes with the next one, so results equal one-process-per-test (`batch=False`), only faster (the next
-tests' commands are sent ahead, within what the pipe holds, and an assert test's last answer is read with the
-next test's). `run_many`
+sandbox resumes with the next one, so results equal one-process-per-test (`batch=False`), only faster. A test's
+command is sent only when every earlier test is answered, so a program never holds a later test's input. `run_many`
 runs many programs in parallel threads, each with its own sandbox. The child's hash seed is fixed
 (PYTHONHASHSEED=0) and the `random` module seen by a test's `check` code is seeded from the test, so an episode
 replays exactly. `python -m helpers.sandbox` prints what this machine provides.

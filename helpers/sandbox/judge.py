@@ -14,7 +14,7 @@ import re
 import types
 from typing import TYPE_CHECKING
 
-from .base import TEST_KINDS, ChannelError, Died, Limits, Retry, Stalled, TestResult, Timeout
+from .base import TEST_KINDS, ChannelError, Died, Limits, Stalled, TestResult, Timeout
 from .wire import check_items, wire_decode, wire_encode
 
 if TYPE_CHECKING:
@@ -201,16 +201,11 @@ def first_command(test: dict) -> dict:
     return {"op": "begin" if test["kind"] == "assert" else "run", "test": child_view(test)}
 
 
-def judge_assert(
-    session: Session, tests: list[dict], i: int, setup: str, limits: Limits, deadline: float, batch: bool
-) -> TestResult:
+def judge_assert(session: Session, test: dict, setup: str, limits: Limits, deadline: float) -> TestResult:
     """An assert test: the dataset's `check(candidate)` runs here; each call of `candidate` runs in the child.
-    The first call is sent before `begin` is answered, and the next tests are sent with `end` (fewer round
-    trips)."""
-    test = tests[i]
-    if session.posted < i:
-        session.post(first_command(test))
-        session.posted = i
+    The first call is sent before `begin` is answered (it is this test's own input); no later test's command is
+    sent before this test's `end` is answered, so the program never holds a later test's input."""
+    session.post(first_command(test))
     begun: dict = {}
     last: list[str] = []
 
@@ -261,7 +256,7 @@ def judge_assert(
     except AssertionError as exc:
         status = "wrong_answer"
         error = f"AssertionError{f': {exc}' if str(exc) else ''}" + (f"\nfailed: {label}" if label else "")
-    except (ChannelError, Retry, KeyboardInterrupt):
+    except (ChannelError, KeyboardInterrupt):
         raise
     except BaseException as exc:
         status = "runtime_error"
@@ -271,12 +266,7 @@ def judge_assert(
             session.answer(deadline)
         return verdict(test, {**begun, "error": begun.get("error") or "the program did not start"}, limits)
     result = TestResult(status == "passed", status, last[0] if last else "", error[: limits.error_bytes])
-    session.post({"op": "end"})
-    if not batch:
-        finish_assert(result, session.answer(deadline), limits)
-        return result
-    session.defer(result, deadline, limits)  # read with the next test's answers, one round trip less
-    session.send_ahead(tests, i + 1)  # the child starts the next tests meanwhile
+    finish_assert(result, session.ask({"op": "end"}, deadline), limits)
     return result
 
 

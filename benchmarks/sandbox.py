@@ -81,8 +81,8 @@ def sql_actions() -> None:
     )
     env.reset(task, 50)
     for sql in (
-        "SELECT zeroblob(1000000) FROM city LIMIT 300",
-        "SELECT zeroblob(1000000), zeroblob(1000000), zeroblob(1000000) FROM city LIMIT 200",
+        "SELECT zeroblob(65536) FROM city LIMIT 300",
+        "SELECT zeroblob(65536), zeroblob(65536), zeroblob(65536) FROM city LIMIT 200",
     ):
         base = _peak_rss_reset()
         tracemalloc.start()

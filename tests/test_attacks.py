@@ -10,11 +10,13 @@ in which case they are skipped (they test the boundary, which is then not there)
 
 from __future__ import annotations
 
+import ast
 import copy
 import fcntl
 import glob
 import json
 import os
+import platform
 import socket
 import tempfile
 import tracemalloc
@@ -28,7 +30,7 @@ from helpers.envs import bfcl
 from helpers.envs.base import Task
 from helpers.envs.code import CodeEnv, extract_program, fence, kit_tasks
 from helpers.envs.sql import SQLEnv, dump_databases, spider_sqlite
-from helpers.sandbox import uids
+from helpers.sandbox import seccomp, uids
 
 KIT_ROOT = Path(sandbox.__file__).resolve().parents[2]
 OFF = sandbox.Limits(timeout_s=3.0, memory_mb=256, audit_hook=False)
@@ -551,10 +553,10 @@ def world_env():
 @pytest.mark.parametrize(
     "sql",
     [
-        "SELECT zeroblob(1000000) FROM city LIMIT 300",
-        "SELECT zeroblob(1000000), zeroblob(1000000), zeroblob(1000000) FROM city LIMIT 200",
-        "SELECT zeroblob(1000000), zeroblob(1000000), zeroblob(1000000), zeroblob(1000000), zeroblob(1000000) FROM city",
-        "SELECT printf('%.999999c', 'x') FROM city",
+        "SELECT zeroblob(65536) FROM city LIMIT 300",
+        "SELECT zeroblob(65536), zeroblob(65536), zeroblob(65536) FROM city LIMIT 200",
+        "SELECT zeroblob(65536), zeroblob(65536), zeroblob(65536), zeroblob(65536), zeroblob(65536) FROM city",
+        "SELECT printf('%.65535c', 'x') FROM city",
     ],
 )
 def test_sql_results_are_capped_in_bytes_and_the_reward_step_stays_small(world_env, sql):
@@ -623,3 +625,82 @@ def test_bfcl_backend_calls_run_under_time_and_output_limits(reply, limit):
     res = env.step("[square_root(number=16, precision=5)]")  # the backends still answer afterwards
     assert "Decimal('4" in res.info["results"][0]
     assert json.loads(json.dumps(res.info["results"]))  # plain strings
+
+
+# ------------------------------------------------------------------------------- the seccomp filter (issue 29)
+
+
+def syscall_program(calls: dict[str, str]) -> str:
+    """A program that makes each raw system call (name -> argument list as Python source) and prints, per call,
+    'ok' or its errno name."""
+    lines = [
+        "import ctypes, errno",
+        "libc = ctypes.CDLL(None, use_errno=True)",
+        "libc.syscall.restype = ctypes.c_long",
+        "def sc(nr, *args):",
+        "    r = libc.syscall(nr, *args)",
+        "    return 'ok' if r >= 0 else errno.errorcode.get(ctypes.get_errno(), str(ctypes.get_errno()))",
+        "out = {}",
+    ]
+    lines += [f"out[{name!r}] = sc({args})" for name, args in calls.items()]
+    lines.append("print(out)")
+    return "\n".join(lines) + "\n"
+
+
+def test_the_sandbox_uid_cannot_make_namespaces_or_use_refused_system_calls():
+    """Before: unshare(CLONE_NEWUSER), unshare(CLONE_NEWNET), add_key, keyctl and inotify_init1 succeeded and
+    io_uring_setup reached the kernel (EFAULT). Now the seccomp filter refuses each with EPERM; threads and fork
+    still work."""
+    nr = seccomp.SYSCALLS[platform.machine()]
+    calls = {
+        "unshare user": f"{nr['unshare']}, 0x10000000",
+        "unshare mount": f"{nr['unshare']}, 0x00020000",
+        "unshare net": f"{nr['unshare']}, 0x40000000",
+        "clone newuser": f"{nr['clone']}, 0x10000000 | 17, 0, 0, 0, 0",
+        "setns": f"{nr['setns']}, 0, 0",
+        "add_key": f"{nr['add_key']}, b'user', b'k', b'v', 1, ctypes.c_int(-3)",
+        "keyctl": f"{nr['keyctl']}, 0, ctypes.c_int(-3), 0",
+        "request_key": f"{nr['request_key']}, b'user', b'k', None, 0",
+        "io_uring_setup": f"{nr['io_uring_setup']}, 4, None",
+        "inotify_init1": f"{nr['inotify_init1']}, 0",
+        "ptrace": f"{nr['ptrace']}, 0, 0, 0, 0",
+        "mount": f"{nr['mount']}, b'none', b'/tmp', b'tmpfs', 0, None",
+        "bpf": f"{nr['bpf']}, 0, None, 0",
+    }
+    program = syscall_program(calls) + (
+        "import os, threading\n"
+        "t = threading.Thread(target=lambda: None); t.start(); t.join()\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n    os._exit(7)\n"
+        "print('fork', os.waitpid(pid, 0)[1] >> 8)\n"
+    )
+    r = sandbox.run_program(program, [{"kind": "stdin", "input": "", "output": "-"}], limits=OFF)
+    out = r.tests[0].actual
+    assert out.endswith("fork 7\n"), r.tests[0]
+    seen = ast.literal_eval(out.splitlines()[0])
+    assert seen == dict.fromkeys(calls, "EPERM"), seen
+
+
+def test_nothing_is_carried_to_the_next_episode_through_the_keyring_or_inotify(token):
+    """A fresh episode passed 6/6 by reading a table the previous one left in the sandbox uid's key ring; two
+    concurrent sandboxes passed bits through inotify on the shared standard library. Both need system calls the
+    filter refuses: the planting program cannot store, the harvesting one finds nothing."""
+    nr = seccomp.SYSCALLS[platform.machine()]
+    head = "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\nlibc.syscall.restype = ctypes.c_long\n"
+    plant = head + (  # add_key("user", "kit", answer, len, KEY_SPEC_USER_KEYRING)
+        f"key = libc.syscall({nr['add_key']}, b'user', b'kit', b'{token}-answer', {len(token) + 7}, ctypes.c_int(-4))\n"
+        "print('stored' if key >= 0 else 'refused', ctypes.get_errno())\n"
+    )
+    harvest = head + (  # request_key("user", "kit"), then keyctl(KEYCTL_READ)
+        f"key = libc.syscall({nr['request_key']}, b'user', b'kit', None, 0)\n"
+        "buf = ctypes.create_string_buffer(256)\n"
+        f"n = libc.syscall({nr['keyctl']}, 11, ctypes.c_int(key), buf, 256) if key >= 0 else -1\n"
+        "print(buf.raw[:max(n, 0)].decode(errors='replace'))\n"
+        f"print('inotify', libc.syscall({nr['inotify_init1']}, 0) >= 0)\n"
+    )
+    one = [{"kind": "stdin", "input": "", "output": f"{token}-answer"}]
+    planted = sandbox.run_program(plant, one, limits=OFF)
+    assert planted.tests[0].actual.startswith("refused 1"), planted.tests[0]  # EPERM
+    got = sandbox.run_program(harvest, one, limits=OFF)
+    assert token not in got.tests[0].actual and "inotify False" in got.tests[0].actual, got.tests[0]
+    assert not got.tests[0].passed

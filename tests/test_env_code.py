@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -270,3 +271,46 @@ def test_the_episode_memo_is_bounded_in_bytes(kit):
     assert res.success and res.info["sandbox"] == "os"
     with pytest.raises(ValueError, match="cache_bytes"):
         CodeEnv(cache_bytes=0)
+
+
+# -------------------------------------------------------------------------------------- protocols (issue 29)
+
+
+def lookup_program(pairs: dict[str, str]) -> str:
+    """A program that solves nothing: it prints the expected output of the inputs it was shown."""
+    return f"import sys\ntable = {pairs!r}\nprint(table.get(sys.stdin.read().rstrip(chr(10)), ''))\n"
+
+
+def test_split_tests_is_fixed_and_leaves_feedback_tests():
+    from helpers.envs.code import split_tests
+
+    assert split_tests("kit-000", 6) == split_tests("kit-000", 6) and len(split_tests("kit-000", 6)) == 3
+    assert split_tests("t", 1) == [0] and len(split_tests("t", 2)) == 1 and len(split_tests("t", 7)) == 3
+    with pytest.raises(ValueError, match="protocol must be one of"):
+        CodeEnv(protocol="peek")
+
+
+def test_held_out_tests_are_never_shown_and_alone_decide_the_reward(kit):
+    """Under the paper's protocol, a lookup table of every test's pair is rewarded (the shown tests pay); under
+    `held_out`, no observation shows a held-out test, and the same table of the feedback tests earns nothing."""
+    task = kit[0]
+    tests = task.payload["tests"]
+    everything = {t["input"].rstrip("\n"): t["output"].rstrip("\n") for t in tests}
+    paper = CodeEnv(protocol="paper")
+    paper.reset(task, 4)
+    res = paper.step(fence(lookup_program(everything)))
+    assert res.success and res.info["protocol"] == "paper"
+
+    env = CodeEnv(protocol="held_out")
+    env.reset(task, 4)
+    hidden = [tests[i] for i in env.scored]
+    shown_pairs = {}
+    for _ in range(3):
+        res = env.step(fence(lookup_program(shown_pairs)))
+        assert res.info["protocol"] == "held_out" and res.info["total"] == len(hidden)
+        shown = re.findall(r"Input:\n(.*?)\nExpected:\n(.*?)\nActual:", res.observation, re.DOTALL)
+        assert not {given for given, _ in shown} & {t["input"].rstrip("\n") for t in hidden}
+        shown_pairs.update(shown)
+    assert shown_pairs and res.reward == 0.0 and not res.success
+    assert env.step_quality(fence(lookup_program(shown_pairs))) == 0.0
+    assert env.step_quality(fence(task.payload["reference"])) == 1.0  # a real solution still scores

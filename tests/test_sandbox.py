@@ -72,6 +72,13 @@ def test_comparators():
     assert not outputs_match("1 2\n3", "1 2\n4")
     assert outputs_match("0.3333333", "0.333333333")
     assert not outputs_match("1000000", "1000001")  # integers are never compared with a tolerance
+    assert not outputs_match("1e6", "1000001") and not outputs_match("1.0000001e6", "1000000")  # issue 29
+    assert outputs_match("2", "2.000000") and outputs_match("1e-7", "0.0")  # expected decimals keep theirs
+    catalan = 5632681584560312734993915705849145100  # C(70): a float cannot hold it
+    assert not outputs_match(f"{float(catalan):.6e}", str(catalan)) and not values_match(
+        float(catalan), catalan
+    )
+    assert not values_match(1e6, 1000001) and values_match(1000000.0, 1000000) and values_match(2, 2.0)
     assert values_match([1, [2.0000001, "a"]], [1, [2.0, "a"]])
     assert (
         not values_match(True, 1)
@@ -504,3 +511,69 @@ def test_verdicts_do_not_move_with_load():
     assert verdicts[-2:] == [[(True, "passed")], [(False, "timeout")]]
     worst = max(t.cpu_s for r in idle[: len(tasks)] + loaded[: len(tasks)] for t in r.tests)
     assert worst < limits.timeout_s / 10, worst
+
+
+def test_the_seccomp_filter_is_well_formed_and_its_numbers_match_the_kernel_headers():
+    """8-byte instructions, the architecture checked first, every refused call present; on a machine with the
+    kernel headers, every number equals the header's."""
+    import platform
+    import re
+    import struct
+
+    from helpers.sandbox import seccomp
+
+    for arch in seccomp.SUPPORTED:
+        prog = seccomp.program(arch)
+        insns = [struct.unpack("<HBBI", prog[i : i + 8]) for i in range(0, len(prog), 8)]
+        assert len(prog) % 8 == 0 and len(insns) < 4096
+        assert insns[0] == (0x20, 0, 0, 4) and insns[1][3] == seccomp.SYSCALLS[arch]["audit_arch"]
+        compared = {k for code, _, _, k in insns if code == 0x15}
+        assert set(seccomp.refused(arch).values()) <= compared
+        assert {"unshare", "setns", "keyctl", "add_key", "io_uring_setup", "ptrace", "mount"} <= set(
+            seccomp.refused(arch)
+        )
+    with pytest.raises(sandbox.SandboxError, match="no seccomp filter"):
+        seccomp.program("sparc")
+    header = Path("/usr/include/x86_64-linux-gnu/asm/unistd_64.h")
+    if platform.machine() == "x86_64" and header.is_file():
+        numbers = {m[0]: int(m[1]) for m in re.findall(r"#define __NR_(\w+)\s+(\d+)", header.read_text())}
+        table = seccomp.SYSCALLS["x86_64"]
+        assert {k: v for k, v in table.items() if k != "audit_arch" and numbers.get(k) != v} == {}
+
+
+def test_mixed_test_kinds_are_judged_in_order_in_batch_mode():
+    """Two call tests then three assert tests: batch mode read answers out of order (a correct program failed)."""
+    program = "def f(x):\n    return 2 * x\n"
+    calls = [{"kind": "call", "fn_name": "f", "args": [n], "output": 2 * n} for n in (1, 2)]
+    asserts = [
+        {
+            "kind": "assert",
+            "entry_point": "f",
+            "code": f"def check(candidate):\n    assert candidate({n}) == {2 * n}\n",
+        }
+        for n in (3, 4, 5)
+    ]
+    for tests in (calls + asserts, asserts + calls, [calls[0], asserts[0], calls[1], asserts[1], asserts[2]]):
+        batched = run_program(program, tests, limits=FAST)
+        assert batched.all_passed and batched.processes == 1, [t.status for t in batched.tests]
+        wrong = run_program("def f(x):\n    return 2 * x + (x == 4)\n", tests, limits=FAST)
+        expect = [not (t.get("args") == [4] or "candidate(4)" in t.get("code", "")) for t in tests]
+        assert [t.passed for t in wrong.tests] == expect
+
+
+def test_a_program_never_holds_a_later_tests_input():
+    """Batch mode sent later tests' commands ahead: a program reading the command pipe (descriptor 3) learnt their
+    inputs (a test needing 7.2 s passed a 2 s limit). Now nothing of a later test is there while a test runs."""
+    spy = (  # the child's command reader (a local of its main loop), and the pipe under it, read without blocking
+        "import os, sys\n"
+        "f = sys._getframe()\n"
+        "while f is not None and 'cmds' not in f.f_locals:\n    f = f.f_back\n"
+        "cmds = f.f_locals['cmds']\n"
+        "os.set_blocking(cmds.fileno(), False)\n"
+        "try:\n    seen = cmds.peek(1 << 16) or b''\nexcept OSError:\n    seen = b''\n"
+        "os.set_blocking(cmds.fileno(), True)\n"
+        "print(input(), b'LATER' in seen)\n"
+    )
+    tests = [{"kind": "stdin", "input": f"LATER-{k}", "output": f"LATER-{k} False"} for k in range(6)]
+    r = run_program(spy, tests, limits=Limits(timeout_s=1.0, memory_mb=256, audit_hook=False))
+    assert r.all_passed and r.processes == 1, [(t.status, t.actual) for t in r.tests]

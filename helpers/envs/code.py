@@ -322,6 +322,7 @@ class CodeEnv:
     step_oracle = True
     oracle_note = "the fraction of the task's unit tests the reply's program passes (the paper's pass rate)"
     max_mutants = 16  # mutations of the reference tried (each runs in the sandbox) before giving up
+    PROTOCOLS = ("paper", "held_out")
 
     def __init__(
         self,
@@ -331,11 +332,20 @@ class CodeEnv:
         feedback_chars: int = 300,
         isolation: str | None = None,
         cache_bytes: int = 32 << 20,
+        protocol: str = "paper",
     ) -> None:
         """`isolation`: 'strict' (refuse without the sandbox's OS boundary) or 'weak' (see `sandbox`); None reads
-        $KIT_SANDBOX. `cache_bytes` bounds the results kept per episode (oldest programs are forgotten first)."""
+        $KIT_SANDBOX. `cache_bytes` bounds the results kept per episode (oldest programs are forgotten first).
+
+        `protocol`: 'paper' (rLLM's: feedback shows failing tests, and all tests, the shown ones included, decide
+        the reward) or 'held_out' (`split_tests`: feedback comes only from the feedback tests, and the reward,
+        success and `step_quality` only from the held-out tests, which no observation ever shows). Every step's
+        `info["protocol"]` names it."""
         if cache_bytes <= 0:
             raise ValueError(f"cache_bytes must be positive, got {cache_bytes}")
+        if protocol not in self.PROTOCOLS:
+            raise ValueError(f"protocol must be one of {self.PROTOCOLS}, got {protocol!r}")
+        self.protocol = protocol
         self.limits = sandbox.Limits(timeout_s=timeout_s, memory_mb=memory_mb, isolation=isolation)
         self.feedback_tests = int(feedback_tests)
         self.feedback_chars = int(feedback_chars)
@@ -393,6 +403,7 @@ class CodeEnv:
             raise ValueError(f"budget must be at least 1, got {budget}")
         self.task = task
         self.tests = task.payload["tests"]
+        self.scored = split_tests(task.task_id, len(self.tests)) if self.protocol == "held_out" else None
         self.total = self.remaining = int(budget)
         self.t = 0
         self.done = False
@@ -438,11 +449,28 @@ class CodeEnv:
         """Bytes of program text and result text held in this episode's memo."""
         return self._cached_bytes
 
+    def _scores(self, result: sandbox.RunResult) -> tuple[int, int]:
+        """(tests passed, tests) of those that decide the reward: all of them, or the held-out ones."""
+        if self.scored is None:
+            return result.n_passed, len(result.tests)
+        return sum(result.tests[i].passed for i in self.scored), len(self.scored)
+
     def feedback(self, result: sandbox.RunResult, ask_fix: bool = True) -> str:
-        """The failing-test report shown after a wrong program."""
-        n, k = len(result.tests), result.n_passed
-        lines = [f"Your program passed {k} of {n} tests. Failing tests:"]
-        failing = [(t, r) for t, r in zip(self.tests, result.tests, strict=True) if not r.passed]
+        """The failing-test report shown after a wrong program (under 'held_out', of the feedback tests only)."""
+        shown = (
+            range(len(self.tests))
+            if self.scored is None
+            else [i for i in range(len(self.tests)) if i not in set(self.scored)]
+        )
+        n, k = len(shown), sum(result.tests[i].passed for i in shown)
+        if self.scored is None:
+            lines = [f"Your program passed {k} of {n} tests. Failing tests:"]
+        else:
+            lines = [
+                f"Your program passed {k} of {n} feedback tests and failed at least one of the hidden tests. "
+                "Failing feedback tests:"
+            ]
+        failing = [(self.tests[i], result.tests[i]) for i in shown if not result.tests[i].passed]
         for j, (test, res) in enumerate(failing[: self.feedback_tests], 1):
             given, expected = (x.rstrip("\n") for x in sandbox.describe_test(test))
             lines.append(f"\nTest {j} ({res.status.replace('_', ' ')}):")
@@ -471,15 +499,15 @@ class CodeEnv:
             note = "Invalid action: no ```python code block found. Reply with your complete program in a ```python block."
             return StepResult(self._observation(note), 0.0, self.done, False, info)
         result = self.evaluate(program)
-        success = result.all_passed
+        passed, total = self._scores(result)
+        success = passed == total and total > 0
         self.done = success or self.remaining == 0
         info.update(
-            passed=result.n_passed, total=len(result.tests), pass_rate=result.fraction, sandbox=result.mode
+            passed=passed, total=total, pass_rate=passed / total, sandbox=result.mode, protocol=self.protocol
         )
+        hidden = "" if self.scored is None else " hidden"
         note = (
-            f"All {len(result.tests)} tests passed."
-            if success
-            else self.feedback(result, ask_fix=not self.done)
+            f"All {total}{hidden} tests passed." if success else self.feedback(result, ask_fix=not self.done)
         )
         return StepResult(self._observation(note, success), float(success), self.done, success, info)
 
@@ -496,7 +524,10 @@ class CodeEnv:
         if self.done:
             raise RuntimeError("step_quality() on a finished episode")
         program = extract_program(action_text)
-        return 0.0 if program is None else self.evaluate(program).fraction
+        if program is None:
+            return 0.0
+        passed, total = self._scores(self.evaluate(program))
+        return passed / total
 
     def is_dead(self) -> bool:
         """Whether no action can still succeed: only when no turn is left (a live episode always has one, and one
@@ -512,7 +543,10 @@ class CodeEnv:
         """True for a reply whose program runs and fails at least one test (a reply without a program is an
         invalid action, not a failing program)."""
         program = extract_program(action_text)
-        return program is not None and not self.evaluate(program).all_passed
+        if program is None:
+            return False
+        passed, total = self._scores(self.evaluate(program))
+        return passed < total
 
     def error_action(self, seed: int, attempts: Sequence[str] = ()) -> str | None:
         """A failing program for the current state (`helpers.envs.base.StepOracle`), chosen with a generator seeded
@@ -536,6 +570,14 @@ class CodeEnv:
             if self.fails(reply):
                 return reply
         return None
+
+
+def split_tests(task_id: str, n: int) -> list[int]:
+    """The held-out tests of a task with `n` tests (indices, sorted): a fixed hash of the task id and the test's
+    index puts about half of them there, at least one, and at least one outside where n >= 2 (so some feedback
+    can be given); with one test, that test is held out and the feedback shows none."""
+    ranked = sorted(range(n), key=lambda i: hashlib.sha256(f"{task_id}/{i}".encode()).hexdigest())
+    return sorted(ranked[: max(1, n // 2)]) if n >= 2 else list(range(n))
 
 
 # -------------------------------------------------------------------------------------------- mutations

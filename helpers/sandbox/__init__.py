@@ -29,6 +29,10 @@ The boundary is the operating system's, not Python's (`docs/security.md` has the
   cgroup's OOM killer acts), file size (caps stdout and any file), open files, no core dumps, no POSIX message
   queues. The parent kills the whole sandbox (SIGKILL to bubblewrap, whose pid 1 takes every process of the pid
   namespace with it) when a test ends it.
+- A seccomp filter (`seccomp`, installed by bubblewrap) refuses what a test program never needs: new namespaces
+  (`unshare`, `setns`, `clone` with CLONE_NEW*), the key rings, inotify, io_uring, ptrace, mounting and the
+  administrator's calls, so the sandbox uid can neither make user, mount or network namespaces nor leave kernel
+  state for a later or a concurrent sandbox.
 - An audit hook stays as a second layer with clear error messages (sockets, spawning, `ctypes`, signals, file
   access outside the working directory and the standard library). It is not a boundary: it can be switched off
   from Python, and the tests attack with it off.
@@ -40,16 +44,15 @@ it. `KIT_SANDBOX=weak` (or `Limits(isolation="weak")`) runs anyway with what is 
 
 Many tests of one program run in one process (fresh globals, stdin/stdout files, builtins and recursion limit per
 test); if the process dies in a test (timeout, stall, crash, `os._exit`) or garbles its channel, that test fails and a new
-sandbox resumes with the next one, so results equal one-process-per-test (`batch=False`), only faster (the next
-tests' commands are sent ahead, within what the pipe holds, and an assert test's last answer is read with the
-next test's). `run_many`
+sandbox resumes with the next one, so results equal one-process-per-test (`batch=False`), only faster. A test's
+command is sent only when every earlier test is answered, so a program never holds a later test's input. `run_many`
 runs many programs in parallel threads, each with its own sandbox. The child's hash seed is fixed
 (PYTHONHASHSEED=0) and the `random` module seen by a test's `check` code is seeded from the test, so an episode
 replays exactly. `python -m helpers.sandbox` prints what this machine provides.
 
 The parts, one module each: `base` (limits, results, errors), `judge` (verdicts, decided here), `wire` (the
 plain-data codec and the framed-pipe reader), `session` (one child process and its channel), `child` (the program
-the sandboxed interpreter runs, a file passed to it), `bwrap` (the boundary and its probe), `cgroups`, `uids`,
+the sandboxed interpreter runs, a file passed to it), `bwrap` (the boundary and its probe), `seccomp` (the filter), `cgroups`, `uids`,
 `runner` (`run_program`, `run_many`, `report`).
 """
 

@@ -143,7 +143,3 @@ class Died(ChannelError):
 
 class Garbled(ChannelError):
     """The child wrote what is not one of its messages."""
-
-
-class Retry(BaseException):
-    """Start the current test again in a fresh sandbox (the channel broke before it began)."""

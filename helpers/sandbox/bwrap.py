@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from .base import ISOLATION_ENV, SANDBOX_HOME, Limits, SandboxError
 from .cgroups import JOIN, CgroupTree
+from .seccomp import program_fd
 from .uids import UID_BASE, UID_SLOTS
 
 # -------------------------------------------------------------------------------------------- the boundary
@@ -55,9 +56,12 @@ def interpreter() -> Interpreter:
     return Interpreter(exe, tuple(stdlib), hidden, tuple(sorted(libs)))
 
 
-def bwrap_command(bwrap: str, interp: Interpreter, limits: Limits, env: dict, userns: bool) -> list[str]:
+def bwrap_command(
+    bwrap: str, interp: Interpreter, limits: Limits, env: dict, userns: bool, seccomp_fd: int | None = None
+) -> list[str]:
     """bubblewrap's command line: new namespaces, an empty read-only root with only the interpreter, its standard
-    library and its libraries, private /proc, /dev, and size-limited tmpfs for the working dir, /tmp, /dev/shm."""
+    library and its libraries, private /proc, /dev, and size-limited tmpfs for the working dir, /tmp, /dev/shm;
+    with `seccomp_fd`, the seccomp filter read from that descriptor (`seccomp.program_fd`)."""
     cmd = [bwrap, "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
            "--hostname", "sandbox", "--die-with-parent", "--new-session", "--clearenv"]  # fmt: skip
     for key, value in env.items():
@@ -80,6 +84,8 @@ def bwrap_command(bwrap: str, interp: Interpreter, limits: Limits, env: dict, us
     cmd += ["--perms", "1777", "--size", size, "--tmpfs", "/tmp"]
     cmd += ["--perms", "1777", "--size", size, "--tmpfs", "/dev/shm"]
     cmd += ["--perms", "0777", "--size", size, "--tmpfs", SANDBOX_HOME]
+    if seccomp_fd is not None:
+        cmd += ["--seccomp", str(seccomp_fd)]
     cmd += ["--chdir", SANDBOX_HOME, "--remount-ro", "/", "--"]
     return cmd
 
@@ -175,21 +181,28 @@ def _probe_bwrap(bwrap: str, userns: bool, cgroups: CgroupTree | None) -> str:
         "import os, sys\n"
         f"uid = {uid!r}\n"
         "if uid is not None:\n    os.setgroups([]); os.setgid(uid); os.setuid(uid)\n"
-        "caps = [l.split()[1] for l in open('/proc/self/status') if l.startswith('CapEff')][0]\n"
+        "status = dict(l.split(':', 1) for l in open('/proc/self/status') if ':' in l)\n"
         "open('probe', 'w').write('x')\n"
-        "print('ok', os.getuid(), caps, sorted(os.listdir('/')))\n"
+        "print('ok', os.getuid(), status['CapEff'].strip(), status.get('Seccomp', '?').strip(), sorted(os.listdir('/')))\n"
     )
-    cmd = bwrap_command(bwrap, interp, Limits(), {"PATH": "/usr/bin:/bin"}, userns)
+    try:
+        fd = program_fd()
+    except (SandboxError, OSError) as exc:
+        return f"the sandbox's seccomp filter cannot be built here ({exc})"
+    cmd = bwrap_command(bwrap, interp, Limits(), {"PATH": "/usr/bin:/bin"}, userns, fd)
     cmd += [interp.executable, "-s", "-S", "-P", "-c", code]
     group = None
     try:
         if cgroups is not None:
             group = cgroups.create(256 << 20, 16)
             cmd = ["/bin/sh", "-c", JOIN, "sh", *group.procs_files, "--", *cmd]
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+        out = subprocess.run(
+            cmd, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL, pass_fds=(fd,)
+        )
     except (OSError, subprocess.SubprocessError) as exc:
         return f"bubblewrap could not start a sandbox ({type(exc).__name__}: {exc})"
     finally:
+        os.close(fd)
         if group is not None:
             group.remove()
     words = out.stdout.split()
@@ -198,4 +211,6 @@ def _probe_bwrap(bwrap: str, userns: bool, cgroups: CgroupTree | None) -> str:
         return f"bubblewrap could not start a sandbox {how} ({(out.stderr or out.stdout).strip()[-300:]})"
     if words[2] != "0000000000000000" or (uid is not None and int(words[1]) != uid):
         return f"the probe sandbox kept privileges (uid {words[1]}, capabilities {words[2]})"
+    if words[3] != "2":
+        return f"bubblewrap did not install the seccomp filter (Seccomp: {words[3]} in /proc/self/status)"
     return ""

@@ -21,11 +21,11 @@ import threading
 import traceback
 
 try:  # imported in the kit: the codec from the package
-    from .wire import wire_decode, wire_encode
+    from .wire import MAX_ITEMS, json_items, wire_decode, wire_encode
 except (
     ImportError
 ):  # run as a file by the sandboxed interpreter: main() loads wire.py, passed beside this file
-    wire_encode = wire_decode = None
+    wire_encode = wire_decode = json_items = MAX_ITEMS = None
 
 
 def send(fd, msg):
@@ -295,6 +295,8 @@ def failure(msg, exc, cfg):
             msg["error"] = f"SystemExit: {str(exc.code)[:200]}"
     elif isinstance(exc, OSError) and exc.errno == 27:  # EFBIG: RLIMIT_FSIZE reached
         msg["over"] = True
+    elif isinstance(exc, CompileFailed):
+        msg["error"] = str(exc)
     else:
         msg["error"] = format_error(exc, cfg["error_cap"])
 
@@ -308,14 +310,45 @@ def find_function(g, name):
     raise NameError(f"no function or Solution method named {name!r} is defined")
 
 
+class CompileFailed(Exception):
+    """The program (or the set-up code) does not compile: the error text is the test's error."""
+
+
 class Runner:
-    def __init__(self, cfg, code, setup, syntax):
-        self.cfg, self.code, self.setup, self.syntax = cfg, code, setup, syntax
+    def __init__(self, cfg, program, setup_source):
+        """`program` and `setup_source` are compiled at the first test, under its CPU clock: a program that is
+        slow or too deeply nested to compile (3000 unary minus signs make `compile` raise RecursionError) fails
+        its tests with the compiler's message instead of stopping the sandbox before it starts."""
+        self.cfg, self.program, self.setup_source = cfg, program, setup_source
+        self.code = self.setup = None
+        self.syntax = ""
         self.snapshot = dict(builtins.__dict__)
         self.limit = sys.getrecursionlimit()
         self.digits = sys.get_int_max_str_digits()
         self.g = None
         self.cpu0 = 0.0
+
+    def compiled(self):
+        """Compile the program and the set-up code once; CompileFailed with the message if either fails."""
+        if self.syntax:
+            raise CompileFailed(self.syntax)
+        if self.code is not None:
+            return
+        try:
+            source_lines("<program>", self.program)
+            code = compile(self.program, "<program>", "exec")
+            if self.setup_source:
+                source_lines("<setup>", self.setup_source)
+                self.setup = compile(self.setup_source, "<setup>", "exec")
+            self.code = code
+        except (SyntaxError, ValueError, OverflowError) as exc:  # ValueError: a NUL byte in the source
+            self.syntax = "".join(traceback.format_exception_only(type(exc), exc))[: self.cfg["error_cap"]]
+        except (RecursionError, MemoryError) as exc:
+            self.syntax = f"the program could not be compiled: {type(exc).__name__}: {exc}"[
+                : self.cfg["error_cap"]
+            ]
+        if self.syntax:
+            raise CompileFailed(self.syntax)
 
     def start(self, test):
         """Fresh globals and files for a test, its CPU clock, then the set-up code and the program."""
@@ -325,6 +358,7 @@ class Runner:
             "__builtins__": builtins,
         }
         redirect(test.get("input", ""), self.cfg)
+        self.compiled()
         if self.setup is not None:
             exec(self.setup, self.g)
         exec(self.code, self.g)
@@ -354,6 +388,10 @@ class Runner:
                     ) from None
                 if len(text) > self.cfg["cap"]:
                     msg["over"] = True
+                elif json_items(text) > MAX_ITEMS:
+                    raise ValueError(
+                        f"the return value holds more than {MAX_ITEMS} values (the channel's limit)"
+                    )
                 msg["result"] = text[: self.cfg["cap"]]
         except BaseException as exc:
             failure(msg, exc, self.cfg)
@@ -397,6 +435,10 @@ class Runner:
             return {"unsendable": f"{type(exc).__name__}: {exc}"[: self.cfg["error_cap"]]}
         if len(text) > self.cfg["cap"] or os.fstat(1).st_size > self.cfg["cap"]:
             return {"over": True}
+        if json_items(text) > MAX_ITEMS:
+            return {
+                "unsendable": f"the return value holds more than {MAX_ITEMS} values (the channel's limit)"
+            }
         try:
             shown = repr(value)[: self.cfg["shown"]]
         except BaseException:
@@ -415,12 +457,12 @@ def load_wire(path):
         source = f.read()
     namespace = {"__name__": "wire"}
     exec(compile(source, "wire.py", "exec"), namespace)
-    return namespace["wire_encode"], namespace["wire_decode"]
+    return tuple(namespace[k] for k in ("wire_encode", "wire_decode", "json_items", "MAX_ITEMS"))
 
 
 def main():
-    global wire_encode, wire_decode
-    wire_encode, wire_decode = load_wire(sys.argv[1])
+    global wire_encode, wire_decode, json_items, MAX_ITEMS
+    wire_encode, wire_decode, json_items, MAX_ITEMS = load_wire(sys.argv[1])
     for path in sys.argv:  # this file and wire.py came as descriptors: close them
         if path.startswith("/proc/self/fd/"):
             with contextlib.suppress(OSError, ValueError):
@@ -433,20 +475,10 @@ def main():
     try:
         info = confine(cfg)
         builtins.exit = builtins.quit = exit_program
-        code = setup = None
-        syntax = ""
-        try:
-            source_lines("<program>", job["program"])
-            code = compile(job["program"], "<program>", "exec")
-            if job["setup"]:
-                source_lines("<setup>", job["setup"])
-                setup = compile(job["setup"], "<setup>", "exec")
-        except (SyntaxError, ValueError) as exc:  # ValueError: a NUL byte in the source
-            syntax = "".join(traceback.format_exception_only(type(exc), exc))[: cfg["error_cap"]]
     except BaseException as exc:
         send(rep, {"fatal": f"{type(exc).__name__}: {exc}"})
         return
-    runner = Runner(cfg, code, setup, syntax)
+    runner = Runner(cfg, job["program"], job["setup"])
     send(rep, {"ready": True, "info": info})
     while True:
         line = cmds.readline()

@@ -10,14 +10,17 @@ import hashlib
 import json
 import math
 import random
+import re
 import types
 from typing import TYPE_CHECKING
 
-from .base import TEST_KINDS, ChannelError, Died, Limits, Retry, Stalled, TestResult, Timeout
-from .wire import wire_decode, wire_encode
+from .base import TEST_KINDS, ChannelError, Died, Limits, Stalled, TestResult, Timeout
+from .wire import check_items, wire_decode, wire_encode
 
 if TYPE_CHECKING:
     from .session import Session
+
+_INTEGER = re.compile(r"[+-]?\d+")
 
 # --------------------------------------------------------------------------------------------- test format
 
@@ -65,7 +68,8 @@ def child_view(test: dict) -> dict:
 
 def outputs_match(actual: str, expected: str) -> bool:
     """Stdout comparison of competitive programming judges: lines stripped, trailing blank lines ignored; tokens
-    that are decimals (contain '.' or 'e') may differ by 1e-6 (absolute or relative)."""
+    that are decimals (contain '.' or 'e') may differ by 1e-6 (absolute or relative), but an expected integer is
+    matched exactly ("1e6" is not "1000001", and a float approximation of a 25-digit integer is wrong)."""
     a = actual.rstrip().splitlines()
     e = expected.rstrip().splitlines()
     if [x.strip() for x in a] == [x.strip() for x in e]:
@@ -83,7 +87,8 @@ def outputs_match(actual: str, expected: str) -> bool:
 
 
 def _close_decimals(x: str, y: str) -> bool:
-    if not any(c in s for s in (x, y) for c in ".eE"):
+    """Whether `x` (actual) is within 1e-6 of `y` (expected), `y` being a decimal, not an integer."""
+    if _INTEGER.fullmatch(y) or not any(c in s for s in (x, y) for c in ".eE"):
         return False
     try:
         fx, fy = float(x), float(y)
@@ -93,12 +98,13 @@ def _close_decimals(x: str, y: str) -> bool:
 
 
 def values_match(actual: object, expected: object) -> bool:
-    """Return-value comparison after a JSON round trip (tuples are lists): exact, except floats within 1e-6;
-    bools only equal bools."""
+    """Return-value comparison after a JSON round trip (tuples are lists): exact, except that an expected float
+    may be met within 1e-6; an expected integer only by an equal number (exactly: a float approximation of a
+    large integer is wrong); bools only equal bools."""
     if isinstance(expected, bool) or isinstance(actual, bool):
         return type(actual) is type(expected) and actual == expected
     if isinstance(expected, (int, float)) and isinstance(actual, (int, float)):
-        if isinstance(expected, float) or isinstance(actual, float):
+        if isinstance(expected, float):
             return math.isclose(actual, expected, rel_tol=1e-6, abs_tol=1e-6)
         return actual == expected
     if isinstance(expected, list) and isinstance(actual, list):
@@ -148,6 +154,7 @@ def verdict(test: dict, msg: dict, limits: Limits) -> TestResult:
         ok = outputs_match(stdout, test["output"])
     else:
         try:
+            check_items(shown)
             value = json.loads(shown)
         except (ValueError, RecursionError):
             return TestResult(False, "runtime_error", kept, "the return value could not be read")
@@ -194,16 +201,11 @@ def first_command(test: dict) -> dict:
     return {"op": "begin" if test["kind"] == "assert" else "run", "test": child_view(test)}
 
 
-def judge_assert(
-    session: Session, tests: list[dict], i: int, setup: str, limits: Limits, deadline: float, batch: bool
-) -> TestResult:
+def judge_assert(session: Session, test: dict, setup: str, limits: Limits, deadline: float) -> TestResult:
     """An assert test: the dataset's `check(candidate)` runs here; each call of `candidate` runs in the child.
-    The first call is sent before `begin` is answered, and the next tests are sent with `end` (fewer round
-    trips)."""
-    test = tests[i]
-    if session.posted < i:
-        session.post(first_command(test))
-        session.posted = i
+    The first call is sent before `begin` is answered (it is this test's own input); no later test's command is
+    sent before this test's `end` is answered, so the program never holds a later test's input."""
+    session.post(first_command(test))
     begun: dict = {}
     last: list[str] = []
 
@@ -254,7 +256,7 @@ def judge_assert(
     except AssertionError as exc:
         status = "wrong_answer"
         error = f"AssertionError{f': {exc}' if str(exc) else ''}" + (f"\nfailed: {label}" if label else "")
-    except (ChannelError, Retry, KeyboardInterrupt):
+    except (ChannelError, KeyboardInterrupt):
         raise
     except BaseException as exc:
         status = "runtime_error"
@@ -264,12 +266,7 @@ def judge_assert(
             session.answer(deadline)
         return verdict(test, {**begun, "error": begun.get("error") or "the program did not start"}, limits)
     result = TestResult(status == "passed", status, last[0] if last else "", error[: limits.error_bytes])
-    session.post({"op": "end"})
-    if not batch:
-        finish_assert(result, session.answer(deadline), limits)
-        return result
-    session.defer(result, deadline, limits)  # read with the next test's answers, one round trip less
-    session.send_ahead(tests, i + 1)  # the child starts the next tests meanwhile
+    finish_assert(result, session.ask({"op": "end"}, deadline), limits)
     return result
 
 

@@ -9,7 +9,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from .base import ChannelError, Limits, Retry, RunResult, TestResult
+from .base import ChannelError, Limits, RunResult, TestResult
 from .bwrap import boundary
 from .judge import fail, first_command, judge_assert, validate_test, verdict
 from .session import Session, isolation_plan
@@ -56,20 +56,10 @@ def run_program(
                 deadline = time.monotonic() + limits.stall_s  # a stall guard only: CPU time decides "timeout"
                 try:
                     if test["kind"] == "assert":
-                        res = judge_assert(session, tests, i, setup, limits, deadline, batch)
+                        res = judge_assert(session, test, setup, limits, deadline)
                     else:
-                        if session.posted < i:
-                            session.post(first_command(test))
-                            session.posted = i
-                        if batch:  # the child works through the next tests while this one is judged
-                            session.send_ahead(tests, i + 1)
-                        res = verdict(test, session.answer(deadline), limits)
+                        res = verdict(test, session.ask(first_command(test), deadline), limits)
                     restart = not batch  # a fresh sandbox for the next test
-                except Retry:  # the previous test's deferred answer broke the channel: start this one afresh
-                    peaks.append(session.peak_mb() or 0.0)
-                    session.close()
-                    session = None
-                    continue
                 except ChannelError as exc:
                     res = TestResult(False, "", "", "")
                     fail(res, exc, limits)
@@ -78,15 +68,9 @@ def run_program(
                 results.append(res)
                 i += 1
                 if restart:
-                    if session.deferred is not None:
-                        with contextlib.suppress(Retry):
-                            session.settle()
                     peaks.append(session.peak_mb() or 0.0)
                     session.close()
                     session = None
-            if session is not None and session.deferred is not None:
-                with contextlib.suppress(Retry):
-                    session.settle()
         finally:
             if session is not None:
                 peaks.append(session.peak_mb() or 0.0)

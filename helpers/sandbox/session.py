@@ -1,6 +1,7 @@
 """One sandboxed child process for a program, and the channel to it: how a run is isolated (`plan`), the child's
-configuration and command line, commands sent ahead of their turn, answers read back in order within the stall
-guard and the channel's size cap."""
+configuration and command line, commands and their answers, read back in order within the stall guard and the
+channel's size cap. A test's command is sent only once every earlier test is answered: the program never holds a
+later test's input (in batch mode a program read the buffered commands and learnt the next tests' inputs)."""
 
 from __future__ import annotations
 
@@ -24,17 +25,15 @@ from .base import (
     Died,
     Garbled,
     Limits,
-    Retry,
     SandboxError,
     SandboxUnavailable,
     Stalled,
-    TestResult,
     Timeout,
     isolation_setting,
 )
 from .bwrap import boundary, bwrap_command, interpreter, stdlib_roots
 from .cgroups import JOIN, Cgroup, CgroupTree
-from .judge import fail, finish_assert, first_command
+from .seccomp import program_fd
 from .uids import user_process_count
 
 CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "child.py")  # the program the child runs
@@ -94,8 +93,8 @@ def isolation_plan(limits: Limits) -> Plan:
 
 class Session:
     """One sandboxed child process for a program, driven by commands (one per stdin or call test; begin, calls
-    and end for an assert test). Up to `_AHEAD_BYTES` of small commands go ahead of their turn, so the child works
-    through tests while the parent judges; answers come back in command order."""
+    and end for an assert test); answers come back in command order. Only an assert test's first call goes
+    before its `begin` is answered (within `_AHEAD_BYTES`, so neither side blocks writing)."""
 
     def __init__(
         self, plan: Plan, program: str, setup: str, todo: list[dict], limits: Limits, uid: int | None
@@ -106,8 +105,6 @@ class Session:
         self.home = None
         self.broken: ChannelError | None = None
         self.owed: collections.deque[int] = collections.deque()  # sizes of commands whose answers are owed
-        self.posted = -1  # the last test whose first command was sent
-        self.deferred: tuple | None = None  # an assert test whose `end` answer is still to be read
         self.max_line = 8 * limits.output_bytes + 16 * limits.error_bytes + (1 << 20)
         biggest_input = max(
             (len(t.get("input", "").encode("utf-8", "surrogateescape")) for t in todo), default=0
@@ -133,11 +130,17 @@ class Session:
             "shown": limits.shown_bytes,
             "read_roots": list(interpreter().stdlib) if in_bwrap else stdlib_roots(),
         }
+        files = []
         if in_bwrap:
             home = SANDBOX_HOME
             interp = interpreter()
             env = _child_env(home)
-            cmd = bwrap_command(plan.bwrap, interp, limits, env, plan.userns)
+            try:
+                files.append(program_fd())  # the seccomp filter, read by bubblewrap
+            except SandboxError:
+                if plan.mode != "weak":
+                    raise
+            cmd = bwrap_command(plan.bwrap, interp, limits, env, plan.userns, files[0] if files else None)
             cmd += [interp.executable, "-s", "-S", "-P"]
             cwd = None
         else:
@@ -153,8 +156,9 @@ class Session:
             cmd = ["/bin/sh", "-c", JOIN, "sh", *self.group.procs_files, "--", *cmd]
         # child.py and wire.py go in as open files (read-only descriptors the child closes before `ready`): no
         # path of the kit is mounted in the boundary
-        files = [os.open(path, os.O_RDONLY) for path in (CHILD, WIRE)]
-        cmd += [f"/proc/self/fd/{fd}" for fd in files]
+        sources = [os.open(path, os.O_RDONLY) for path in (CHILD, WIRE)]
+        cmd += [f"/proc/self/fd/{fd}" for fd in sources]
+        files += sources
         self.err = tempfile.TemporaryFile()  # noqa: SIM115 (open as long as the session; closed in close())
         try:
             self.proc = subprocess.Popen(
@@ -217,13 +221,7 @@ class Session:
         return len(self.owed)
 
     def answer(self, deadline: float) -> dict:
-        """The answer to the oldest command not answered yet; once the channel broke, every call raises the same.
-        An assert test's `end` whose answer was left for later is settled first (`settle`)."""
-        if self.deferred is not None:
-            self.settle()
-        return self._answer(deadline)
-
-    def _answer(self, deadline: float) -> dict:
+        """The answer to the oldest command not answered yet; once the channel broke, every call raises the same."""
         if self.broken is not None:
             raise self.broken
         try:
@@ -234,25 +232,6 @@ class Session:
         self.owed.popleft()
         return msg
 
-    def defer(self, result: TestResult, deadline: float, limits: Limits) -> None:
-        """Leave the answer to an assert test's `end` (the oldest owed) for later: `result` is final unless it
-        says the output limit was hit, or carries stderr for an error, or the child died."""
-        self.deferred = (result, deadline, limits, time.perf_counter())
-
-    def settle(self) -> None:
-        """Read a deferred `end` answer and complete its test's result. If the channel broke there, that test
-        gets the failure and `Retry` asks for the current test to start again in a fresh sandbox."""
-        result, deadline, limits, since = self.deferred
-        self.deferred = None
-        try:
-            end = self._answer(deadline)
-        except ChannelError as exc:
-            fail(result, exc, limits)
-            raise Retry() from exc
-        finally:
-            result.time_s += time.perf_counter() - since  # until its end was answered (an upper bound)
-        finish_assert(result, end, limits)
-
     def ask(self, msg: dict, deadline: float) -> dict:
         """Send one command and wait for its answer (and any answers still owed before it)."""
         while self.owed and not self.fits(msg):
@@ -261,21 +240,6 @@ class Session:
         while self.pending > 1:
             self.answer(deadline)
         return self.answer(deadline)
-
-    def send_ahead(self, tests: list[dict], start: int) -> None:
-        """Send the first commands of tests[start:] that fit: stdin and call tests whole, and at most one assert
-        test's `begin` (its calls need the check code, which runs here). The child works through them while the
-        parent judges; `posted` is the last test sent."""
-        j = max(start, self.posted + 1)
-        while j < len(tests) and len(self.owed) < _AHEAD_COMMANDS:
-            cmd = first_command(tests[j])
-            if not self.fits(cmd):
-                return
-            self.post(cmd)
-            self.posted = j
-            j += 1
-            if tests[j - 1]["kind"] == "assert":
-                return
 
     def send(self, msg: dict) -> None:
         self.send_bytes((json.dumps(msg) + "\n").encode())
@@ -310,6 +274,7 @@ class Session:
                 raise Timeout()
             raise Died(why)
         try:
+            wire.check_items(line, wire.MAX_ITEMS + 64)  # before parsing: a message of tiny containers
             msg = json.loads(line)
         except (ValueError, RecursionError):
             raise Garbled("a line that is not one of its messages") from None

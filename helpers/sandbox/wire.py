@@ -3,7 +3,13 @@
 - `wire_encode` / `wire_decode`: how values cross the boundary of the code sandbox's assert tests (arguments in,
   return values out): JSON with tags for the plain-data types JSON lacks, so `candidate(7) == (0, 1)` compares a
   real tuple. Exact types only; anything else (a class instance, a generator) cannot leave the child. The
-  sandboxed child gets this very file (standard library only) and uses the same two functions.
+  sandboxed child gets this very file (standard library only) and uses the same two functions. Decoding is
+  bounded for hostile input: at most `MAX_DEPTH` levels of nesting, and a set, frozenset or dict in which more
+  than `MAX_SAME_HASH` values share one hash is refused (such a set costs quadratic time to build: 60 000
+  integers that all hash to 0 took 52 s).
+- `json_items` / `check_items`: how many JSON values a message holds at most, counted on its bytes before it is
+  parsed, so that a message of tiny containers (`[{},{},...]`: 9 MB became 239 MB of dicts) is refused before a
+  single object is built (`MAX_ITEMS`).
 - `FrameReader`: the parent side of a framed pipe, with a deadline and a size cap, so that a child that stalls,
   dies or writes junk costs at most its own message. Two framings: `LINE` (one message per line: the sandbox's
   JSON channel) and `LENGTH` (an 8-byte little-endian length, `<Q`, then the message: the BFCL call worker's
@@ -12,7 +18,9 @@
 
 from __future__ import annotations
 
+import collections
 import os
+import re
 import selectors
 import struct
 import time
@@ -20,6 +28,10 @@ import time
 LINE, LENGTH = "line", "length"
 FRAMINGS = (LINE, LENGTH)
 _HEADER = struct.Struct("<Q")
+MAX_DEPTH = 200  # levels of nesting a value may have to cross the channel
+MAX_SAME_HASH = 64  # values of one set, frozenset or dict (keys) that may share a hash
+MAX_ITEMS = 1 << 18  # JSON values (containers, elements, keys) one message of the sandbox's channel may hold
+_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
 
 
 # ---------------------------------------------------------------------------------------------- plain data
@@ -28,7 +40,7 @@ _HEADER = struct.Struct("<Q")
 def wire_encode(x, depth=0):
     """Plain data as JSON-ready data (tuples, sets, dicts with any keys, bytes, complex and non-finite floats
     tagged)."""
-    if depth > 200:
+    if depth > MAX_DEPTH:
         raise ValueError("the value is nested too deeply to leave the sandbox")
     t = type(x)
     if x is None or t is bool or t is int or t is str:
@@ -53,7 +65,7 @@ def wire_encode(x, depth=0):
 
 def wire_decode(x, depth=0):
     """The inverse of wire_encode; ValueError for anything it would not produce."""
-    if depth > 200:
+    if depth > MAX_DEPTH:
         raise ValueError("nested too deeply")
     t = type(x)
     if x is None or t is bool or t is int or t is float or t is str:
@@ -66,10 +78,15 @@ def wire_decode(x, depth=0):
             if tag == "float" and v in ("nan", "inf", "-inf"):
                 return float(v)
             if tag in ("tuple", "set", "frozenset") and type(v) is list:
-                kind = {"tuple": tuple, "set": set, "frozenset": frozenset}[tag]
-                return kind(wire_decode(e, depth + 1) for e in v)
+                items = [wire_decode(e, depth + 1) for e in v]
+                if tag == "tuple":
+                    return tuple(items)
+                _distinct_hashes(items)
+                return set(items) if tag == "set" else frozenset(items)
             if tag == "dict" and type(v) is list:
-                return {wire_decode(k, depth + 1): wire_decode(e, depth + 1) for k, e in v}
+                pairs = [(wire_decode(k, depth + 1), wire_decode(e, depth + 1)) for k, e in v]
+                _distinct_hashes([k for k, _ in pairs])
+                return dict(pairs)
             if tag == "bytes" and type(v) is str:
                 return bytes.fromhex(v)
             if tag == "complex" and type(v) is list and len(v) == 2:
@@ -77,6 +94,38 @@ def wire_decode(x, depth=0):
         except (TypeError, ValueError) as exc:
             raise ValueError(f"unreadable {tag}: {exc}") from None
     raise ValueError(f"unreadable value of type {t.__name__}")
+
+
+def _distinct_hashes(items: list) -> None:
+    """Refuse set elements or dict keys of which more than MAX_SAME_HASH share a hash (building such a set is
+    quadratic); TypeError for an unhashable one, as building the set would raise."""
+    if len(items) > MAX_SAME_HASH:
+        top = collections.Counter(hash(x) for x in items).most_common(1)[0][1]
+        if top > MAX_SAME_HASH:
+            raise ValueError(
+                f"{top} values share one hash (more than {MAX_SAME_HASH}: a hash-collision attack)"
+            )
+
+
+def json_items(data: bytes | str) -> int:
+    """An upper bound on the number of JSON values in `data` (containers, elements, keys), counted without
+    parsing: the commas, brackets and braces outside strings, plus one. Linear in len(data)."""
+    if isinstance(data, bytes):
+        data = data.decode("utf-8", errors="replace")
+    n = data.count(",") + data.count("[") + data.count("{") + 1
+    if n <= MAX_ITEMS:
+        return n
+    bare = _JSON_STRING.sub(
+        '""', data
+    )  # only where the quick count is over: strings may hold those characters
+    return bare.count(",") + bare.count("[") + bare.count("{") + 1
+
+
+def check_items(data: bytes | str, max_items: int = MAX_ITEMS) -> None:
+    """ValueError if `data` may hold more than `max_items` JSON values (checked before it is parsed)."""
+    n = json_items(data)
+    if n > max_items:
+        raise ValueError(f"a message of about {n} JSON values, over the limit of {max_items}")
 
 
 # ------------------------------------------------------------------------------------------ framed messages

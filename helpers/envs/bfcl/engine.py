@@ -68,17 +68,29 @@ class CallLimits:
     """Limits on one backend call with the model's arguments: seconds of the call worker's CPU time (what decides
     the call's outcome, the same on a busy machine as on an idle one), characters of its result, megabytes of
     memory it may add; and `stall_s`, a much larger wall-clock bound (default `helpers.envs.base.stall_guard_s`)
-    that only stops a worker that stalls, reported as such."""
+    that only stops a worker that stalls, reported as such.
+
+    And limits on one reply: at most `calls_per_reply` calls (the ground truth makes at most 34 in a turn; a reply
+    with more runs none), `reply_time_s` seconds of the worker's CPU time for all its calls together (default 4 x
+    `time_s`: each call gets what is left, up to `time_s`, and calls after the budget is spent are not run), and
+    `observation_chars` characters of results shown in the observation (longer results are cut there; the checks
+    see them whole)."""
 
     time_s: float = 2.0
     output_chars: int = 100_000
     memory_mb: int = 1024
     stall_s: float | None = None
+    calls_per_reply: int = 64
+    reply_time_s: float | None = None
+    observation_chars: int = 100_000
 
     def __post_init__(self) -> None:
         if self.stall_s is None and self.time_s > 0:
             object.__setattr__(self, "stall_s", stall_guard_s(self.time_s))
-        for key in ("time_s", "output_chars", "memory_mb", "stall_s"):
+        if self.reply_time_s is None and self.time_s > 0:
+            object.__setattr__(self, "reply_time_s", 4 * self.time_s)
+        for key in ("time_s", "output_chars", "memory_mb", "stall_s", "calls_per_reply", "reply_time_s",
+                    "observation_chars"):  # fmt: skip
             if getattr(self, key) is None or getattr(self, key) <= 0:
                 raise ValueError(f"bfcl: call limit {key} must be positive, got {getattr(self, key)!r}")
 
@@ -123,9 +135,10 @@ class _CallWorker:
                 stream.close()
             self.proc = self.reader = None
 
-    def _reply(self, job: bytes, limits: CallLimits) -> tuple:
-        """The worker's reply to one job; ("cpu",) when it ran past the CPU limit (the kernel ended it: SIGPROF),
-        ("stalled",) when the stall guard stopped it, ("died", exit status) when it ended otherwise."""
+    def _reply(self, job: bytes, limits: CallLimits, time_s: float) -> tuple[float, tuple]:
+        """(CPU seconds, the worker's reply to one job); ("cpu",) when it ran past the CPU limit (the kernel ended
+        it: SIGPROF; it used `time_s`), ("stalled",) when the stall guard stopped it, ("died", exit status) when it
+        ended otherwise."""
         try:
             self.proc.stdin.write(frame(job, LENGTH))
             self.proc.stdin.flush()
@@ -144,16 +157,20 @@ class _CallWorker:
                     RuntimeWarning,
                     stacklevel=4,
                 )
-                return ("stalled",)
+                return time_s, ("stalled",)
         try:
             status = self.proc.wait(timeout=limits.stall_s)
         except subprocess.TimeoutExpired:
             status = None
         self._stop()
-        return ("cpu",) if status == -signal.SIGPROF else ("died", status)
+        return time_s, ("cpu",) if status == -signal.SIGPROF else ("died", status)
 
-    def run(self, instance: Any, call: Call, limits: CallLimits) -> tuple[str, Any | None]:
-        """(result text, the instance after the call) or (an error result, None) when a limit was hit."""
+    def run(
+        self, instance: Any, call: Call, limits: CallLimits, time_s: float | None = None
+    ) -> tuple[str, Any | None, float]:
+        """(result text, the instance after the call, CPU seconds used) or (an error result, None, CPU seconds)
+        when a limit was hit; `time_s` (at most `limits.time_s`) is this call's CPU time limit."""
+        time_s = limits.time_s if time_s is None else min(time_s, limits.time_s)
         with self.lock:
             if self.proc is None or self.proc.poll() is not None or self.memory_mb != limits.memory_mb:
                 self._stop()
@@ -164,17 +181,22 @@ class _CallWorker:
                 call.args,
                 call.kwargs,
                 limits.output_chars,
-                limits.time_s,
+                time_s,
             )
-            reply = self._reply(pickle.dumps(job), limits)
+            cpu, reply = self._reply(pickle.dumps(job), limits, time_s)
             if reply[0] != "ok":
-                return _limit_text(reply, limits), None
-            return reply[1], pickle.loads(reply[2])
+                return _limit_text(reply, limits, time_s), None, cpu
+            return reply[1], pickle.loads(reply[2]), cpu
 
 
-def _limit_text(reply: tuple, limits: CallLimits) -> str:
+def _limit_text(reply: tuple, limits: CallLimits, time_s: float) -> str:
     """The result a call gets when it hit a limit (its effects are discarded)."""
-    if reply[0] == "cpu":
+    if reply[0] == "cpu" and time_s < limits.time_s:
+        why = (
+            f"the call ran past the {time_s:.3g} s of CPU time left of the reply's {limits.reply_time_s:g} s "
+            "and was stopped"
+        )
+    elif reply[0] == "cpu":
         why = f"the call ran past its time limit of {limits.time_s:g} s of CPU time and was stopped"
     elif reply[0] == "stalled":
         why = (
@@ -185,6 +207,10 @@ def _limit_text(reply: tuple, limits: CallLimits) -> str:
         why = f"the call worker ended during the call (exit status {reply[1]})"
     elif reply[0] == "over":
         why = f"the result is {reply[1]} characters long, over the limit of {limits.output_chars}"
+    elif reply[0] == "deep":
+        why = (
+            "the call would leave the backend's state nested too deeply (e.g. a directory chain over 50 deep)"
+        )
     elif reply[0] == "memory":
         why = f"the call ran out of memory (limit {limits.memory_mb} MB)"
     else:
@@ -225,10 +251,27 @@ class Backends:
     def execute(self, call: Call) -> str:
         """Run one parsed call; an exception becomes BFCL's 'Error during execution: ...' result, and so does a
         call that hits a limit (then the instance is left as it was)."""
-        owner = self.owner[call.name]
+        return self.execute_reply([call])[0]
+
+    def execute_reply(self, calls: list[Call]) -> list[str]:
+        """Run the calls of one reply in order, under the reply's CPU time budget (`CallLimits.reply_time_s`):
+        each call gets what is left (up to `time_s`); once it is spent, the remaining calls are not run and their
+        results say so."""
         if self.limits is None:
-            return run_call(self.instances[owner], call.name, call.args, call.kwargs)
-        text, after = _CALL_WORKER.run(self.instances[owner], call, self.limits)
-        if after is not None:
-            self.instances[owner] = after
-        return text
+            return [run_call(self.instances[self.owner[c.name]], c.name, c.args, c.kwargs) for c in calls]
+        left = self.limits.reply_time_s
+        results = []
+        for call in calls:
+            if left <= 0.01:
+                results.append(
+                    f"Error during execution: not run: the reply's calls used its {self.limits.reply_time_s:g} s "
+                    "of CPU time; nothing was changed."
+                )
+                continue
+            owner = self.owner[call.name]
+            text, after, cpu = _CALL_WORKER.run(self.instances[owner], call, self.limits, left)
+            left -= cpu
+            if after is not None:
+                self.instances[owner] = after
+            results.append(text)
+        return results

@@ -56,10 +56,26 @@ class BFCLEnv:
     )
 
     def __init__(
-        self, call_time_limit_s: float = 2.0, call_output_chars: int = 100_000, call_memory_mb: int = 1024
+        self,
+        call_time_limit_s: float = 2.0,
+        call_output_chars: int = 100_000,
+        call_memory_mb: int = 1024,
+        calls_per_reply: int = 64,
+        reply_time_limit_s: float | None = None,
+        observation_chars: int = 100_000,
     ) -> None:
-        """The call limits apply to every call the model makes (see `CallLimits`)."""
-        self.call_limits = CallLimits(call_time_limit_s, call_output_chars, call_memory_mb)
+        """The call limits apply to every call the model makes, and the reply limits to each reply (see
+        `CallLimits`): a step returns within `reply_time_limit_s` of the worker's CPU time (4 x the call limit by
+        default) plus a worker restart per stopped call, with an observation of at most `observation_chars` of
+        results."""
+        self.call_limits = CallLimits(
+            call_time_limit_s,
+            call_output_chars,
+            call_memory_mb,
+            calls_per_reply=calls_per_reply,
+            reply_time_s=reply_time_limit_s,
+            observation_chars=observation_chars,
+        )
         self.task: Task | None = None
         self.done = True
 
@@ -166,14 +182,20 @@ class BFCLEnv:
                 "[func_name1(param=value), func_name2(param=value)], or without calls to end your turn."
             )
             return self._finish_step(note, info)
+        if len(calls) > self.call_limits.calls_per_reply:
+            info["invalid"] = True
+            note = (
+                f"Invalid reply: {len(calls)} calls, over the limit of {self.call_limits.calls_per_reply} calls in "
+                "one reply. Nothing was executed."
+            )
+            return self._finish_step(note, info)
         if calls:
-            results = [self.backends.execute(c) for c in calls]
+            results = self.backends.execute_reply(calls)
             self.model_results.extend(results)
             self.turn_call_steps += 1
             info["calls"] = [c.text for c in calls]
             info["results"] = results
-            note = "\n".join(f"{c.text} -> {r}" for c, r in zip(calls, results, strict=True))
-            return self._finish_step(note, info)
+            return self._finish_step(self._shown(calls, results), info)
         # No calls: the user turn ends and is checked.
         self._check_turn()
         info["turn_ended"] = True
@@ -187,6 +209,23 @@ class BFCLEnv:
         success = self.failure is None
         info["check"] = self.failure or {"valid": True}
         return StepResult(self._with_budget("All requests are done."), float(success), True, success, info)
+
+    def _shown(self, calls: list, results: list[str]) -> str:
+        """The calls and their results as the observation shows them: at most `observation_chars` characters of
+        call text and results together (each call's text cut to 1000 characters, and the results cut, in order, to
+        what is left; the checks see every result whole)."""
+        left = self.call_limits.observation_chars
+        lines = []
+        for c, r in zip(calls, results, strict=True):
+            text = c.text if len(c.text) <= 1000 else c.text[:997] + "..."
+            if len(r) > left:
+                r = (
+                    r[: max(left, 0)]
+                    + f"...(cut: {len(r)} characters; the observation shows at most {self.call_limits.observation_chars})"
+                )
+            left -= len(r)
+            lines.append(f"{text} -> {r}")
+        return "\n".join(lines)
 
     def _finish_step(self, note: str, info: dict) -> StepResult:
         """A step that did not finish the last user turn: the episode ends only when the budget is spent."""

@@ -6,9 +6,11 @@ literals, which can make a call run for minutes (`power(base=7, exponent=10**7)`
 runs here and not in the kit's process.
 
 Each job on stdin is a frame (`<Q` length, then a pickle, `helpers.sandbox.wire.LENGTH`) of (the instance pickled,
-method name, args, kwargs, output cap, seconds of CPU time); the answer on stdout is one such frame: ("ok", result
-text, the instance pickled after the call), ("over", result length), ("memory",) or ("failed", why); "ready" is
-sent once at start. The address space may grow by `memory_mb` over what the started worker holds (RLIMIT_AS). A
+method name, args, kwargs, output cap, seconds of CPU time); the answer on stdout is one such frame: (CPU seconds
+the job used, reply), the reply being ("ok", result text, the instance pickled after the call), ("over", result
+length), ("deep",) (the instance after the call does not pickle within `STATE_FRAMES` frames of recursion: a
+directory chain hundreds deep, which the kit's process, deeper in its own stack, could not pickle or compare), ("memory",) or
+("failed", why); "ready" is sent once at start. The address space may grow by `memory_mb` over what the started worker holds (RLIMIT_AS). A
 job that uses more than its seconds of this process's CPU time ends the process (SIGPROF from
 `setitimer(ITIMER_PROF)`): the kit reads the signal in the exit status and starts a fresh worker.
 """
@@ -26,6 +28,27 @@ from helpers.envs.bfcl.engine import run_call
 from helpers.sandbox.wire import LENGTH, frame
 
 _HEADER = struct.Struct("<Q")
+STATE_FRAMES = 150  # recursion an instance's pickling may use (about 50 levels of nested directories)
+
+
+def depth() -> int:
+    """Frames on this thread's stack now."""
+    n, f = 0, sys._getframe()
+    while f is not None:
+        n, f = n + 1, f.f_back
+    return n
+
+
+def pickled_within(obj: object, frames: int = STATE_FRAMES) -> bytes | None:
+    """pickle.dumps(obj) with at most `frames` levels of recursion beyond this call, or None if it needs more."""
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(depth() + frames)
+    try:
+        return pickle.dumps(obj)
+    except RecursionError:
+        return None
+    finally:
+        sys.setrecursionlimit(limit)
 
 
 def read_exact(n: int) -> bytes:
@@ -52,7 +75,10 @@ def answer(job: tuple) -> tuple:
     try:
         instance = pickle.loads(state)
         text = run_call(instance, name, args, kwargs)
-        return ("over", len(text)) if len(text) > cap else ("ok", text, pickle.dumps(instance))
+        if len(text) > cap:
+            return ("over", len(text))
+        state = pickled_within(instance)
+        return ("deep",) if state is None else ("ok", text, state)
     except MemoryError:
         return ("memory",)
     except BaseException as e:
@@ -76,8 +102,11 @@ def main(memory_mb: int) -> None:
         job = pickle.loads(read_exact(n))
         # The limit counts this process's CPU time (user + system) from here until the reply is written: a busy
         # machine only slows the call down and never changes its outcome. Waiting for the next job costs none.
+        start = os.times()
         signal.setitimer(signal.ITIMER_PROF, job[-1])
-        write(out, answer(job))
+        reply = answer(job)
+        end = os.times()
+        write(out, (end.user + end.system - start.user - start.system, reply))
         signal.setitimer(signal.ITIMER_PROF, 0)
 
 

@@ -28,6 +28,13 @@ _AUTHORIZER_CODES = """CREATE_INDEX CREATE_TABLE CREATE_TEMP_INDEX CREATE_TEMP_T
     DROP_TEMP_TRIGGER DROP_TEMP_VIEW DROP_TRIGGER DROP_VIEW INSERT PRAGMA READ SELECT TRANSACTION UPDATE ATTACH
     DETACH ALTER_TABLE REINDEX ANALYZE CREATE_VTABLE DROP_VTABLE FUNCTION SAVEPOINT RECURSIVE"""
 _ACTION_NAMES = {getattr(sqlite3, f"SQLITE_{n}"): n.replace("_", " ") for n in _AUTHORIZER_CODES.split()}
+# SQL functions refused: loading code, and fts3_tokenizer (its one-argument form returns a pointer, its two-argument
+# form overwrites one, and the change outlives the query)
+REFUSED_FUNCTIONS = frozenset({"load_extension", "fts3_tokenizer"})
+MAX_VALUE_BYTES = (
+    65_536  # SQLITE_LIMIT_LENGTH: the longest string or blob a query may make (the databases: 60)
+)
+MAX_COLUMNS = 200  # SQLITE_LIMIT_COLUMN: the most columns a result may have (the databases' widest table: 50)
 
 
 @dataclass
@@ -64,8 +71,9 @@ class ReadOnlyDatabase:
         path: Path,
         time_limit_s: float = 2.0,
         row_cap: int = 10_000,
-        max_value_bytes: int = 1 << 20,
+        max_value_bytes: int = MAX_VALUE_BYTES,
         max_result_bytes: int = 4 << 20,
+        max_columns: int = MAX_COLUMNS,
     ):
         if time_limit_s <= 0 or row_cap < 1 or max_result_bytes < 1:
             raise ValueError(
@@ -87,7 +95,12 @@ class ReadOnlyDatabase:
         )
         self.con.execute("PRAGMA query_only = 1")
         self.con.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
+        # Every value a query makes is at most `max_value_bytes` (so one function call, which the progress handler
+        # cannot interrupt, works on small strings: instr() on 1 MB strings took 9 s), and a row has at most
+        # `max_columns` values (so one row, which is fetched whole before the byte cap can see it, is at most
+        # max_columns x max_value_bytes: 2000 columns of zeroblob(1000000) were 2 GB).
         self.con.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, int(max_value_bytes))
+        self.con.setlimit(sqlite3.SQLITE_LIMIT_COLUMN, int(max_columns))
         self.con.setlimit(sqlite3.SQLITE_LIMIT_SQL_LENGTH, 100_000)
         self._refusal: str | None = None
         self._reads: set[str] = set()
@@ -102,7 +115,7 @@ class ReadOnlyDatabase:
         if action == sqlite3.SQLITE_READ and arg1:
             self._reads.add(arg1.lower())
         if action in _ALLOWED_ACTIONS and not (
-            action == sqlite3.SQLITE_FUNCTION and arg2 == "load_extension"
+            action == sqlite3.SQLITE_FUNCTION and (arg2 or "").lower() in REFUSED_FUNCTIONS
         ):
             return sqlite3.SQLITE_OK
         if action == sqlite3.SQLITE_PRAGMA and (arg1 or "").lower() in SAFE_PRAGMAS:
@@ -111,6 +124,9 @@ class ReadOnlyDatabase:
         what = f"PRAGMA {arg1}" if action == sqlite3.SQLITE_PRAGMA else name
         if action == sqlite3.SQLITE_FUNCTION:
             what = f"function {arg2}"
+        elif action == sqlite3.SQLITE_UPDATE and (arg1 or "").lower() in ("sqlite_master", "sqlite_schema"):
+            # SQLite asks this when a table-valued function (json_each, json_tree, pragma_...) is first used
+            what = "a table-valued function (json_each, json_tree, pragma_table_info, ...)"
         self._refusal = self._refusal or f"{what} is not allowed: the database is read-only"
         return sqlite3.SQLITE_DENY
 

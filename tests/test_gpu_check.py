@@ -172,18 +172,24 @@ def test_gpu_check_stops_when_its_preflight_fails(bare_box, tmp_path):
     assert "the preflight failed (exit 3" in out.stdout and "== base" not in out.stdout
 
 
-def test_preflight_installs_from_a_wheelhouse_into_a_private_folder(tmp_path):
-    lacks = [
-        "gymnasium",
-        "pytest",
-    ]  # pure-Python, so their wheels can be rebuilt here from the installed files
+def install_from_rebuilt_wheels(tmp_path, lacks: list[str]):
+    """A box without `lacks`, a wheelhouse of their wheels rebuilt from this venv, and the preflight's install from
+    it into a private folder: (the box, the preflight's completed process, that folder)."""
     box = make_box(tmp_path / "venv", lacks)
     wheelhouse = tmp_path / "wheelhouse"
     wheelhouse.mkdir()
     for name in lacks:
         rebuild_wheel(name, wheelhouse)
     site = tmp_path / "site" / "site-packages"
-    out = run([box, PREFLIGHT, "--install", "--wheelhouse", wheelhouse, "--site", site])
+    return box, run([box, PREFLIGHT, "--install", "--wheelhouse", wheelhouse, "--site", site]), site
+
+
+def test_preflight_installs_from_a_wheelhouse_into_a_private_folder(tmp_path):
+    lacks = [
+        "gymnasium",
+        "pytest",
+    ]  # pure-Python, so their wheels can be rebuilt here from the installed files
+    box, out, site = install_from_rebuilt_wheels(tmp_path, lacks)
     assert out.returncode == 0, out.stdout + out.stderr
     versions = {n: metadata.version(n) for n in lacks}
     assert f"installing 2 distributions into {site}" in out.stdout
@@ -323,13 +329,7 @@ def test_preflight_installs_transformers_and_accelerate_from_a_wheelhouse(tmp_pa
     )
     lacks = sorted(n for n in beyond_torch if pins.get(n) in (None, metadata.version(n)))
     assert {"transformers", "accelerate", "tokenizers", "safetensors", "huggingface-hub"} <= set(lacks)
-    box = make_box(tmp_path / "venv", lacks)
-    wheelhouse = tmp_path / "wheelhouse"
-    wheelhouse.mkdir()
-    for name in lacks:
-        rebuild_wheel(name, wheelhouse)
-    site = tmp_path / "site" / "site-packages"
-    out = run([box, PREFLIGHT, "--install", "--wheelhouse", wheelhouse, "--site", site])
+    box, out, site = install_from_rebuilt_wheels(tmp_path, lacks)
     assert out.returncode == 0, out.stdout + out.stderr
     assert f"installing {len(lacks)} distributions into {site}" in out.stdout
     assert f"transformers=={metadata.version('transformers')}" in out.stdout

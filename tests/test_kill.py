@@ -49,7 +49,7 @@ def run(code: str, results: Path, crash: str | None = None, *args: str) -> int:
     if crash:
         env["KIT_CRASH_AT"] = crash
     return subprocess.run([sys.executable, "-c", code, json.dumps(OVERRIDES), *args], env=env, cwd=config.REPO_ROOT,
-                          capture_output=True, timeout=300).returncode  # fmt: skip
+                          capture_output=True, timeout=1500).returncode  # fmt: skip
 
 
 @pytest.fixture(scope="module")

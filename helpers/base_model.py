@@ -310,6 +310,16 @@ def path_of(cfg: Config, force: bool = False) -> Path:
     if (out / "sft_summary.json").exists() and not force:
         check_complete(cfg, json.loads((out / "sft_summary.json").read_text()), out)
         return out
+    # one writer per base: a second process that needs it waits for the first to build it, then reads it
+    with store.one_writer(out, wait=True):
+        if (out / "sft_summary.json").exists() and not force:
+            check_complete(cfg, json.loads((out / "sft_summary.json").read_text()), out)
+            return out
+        return _build(cfg, spec, out, force)
+
+
+def _build(cfg: Config, spec: dict, out: Path, force: bool) -> Path:
+    """Build the tiny base into `out` (this process is its one writer): from KIT_BASE_CACHE, or SFT."""
     if out.exists():
         shutil.rmtree(out)  # an interrupted build: start it again
     cache = Path(os.environ["KIT_BASE_CACHE"]) if os.environ.get("KIT_BASE_CACHE") and not force else None
@@ -321,13 +331,16 @@ def path_of(cfg: Config, force: bool = False) -> Path:
     tmp = out.with_name(out.name + ".building")
     if tmp.exists():
         shutil.rmtree(tmp)
-    models.build_tiny(cfg.model.tiny, tokenizer_corpus(transcripts), tmp, seed=cfg.seed)
-    model, tokenizer = models.load(tmp)
-    summary = sft(model, tokenizer, transcripts, cfg, log=store.Records(tmp / "sft_log.jsonl"))
-    check_complete(cfg, summary, tmp)
-    model.save_pretrained(tmp)
-    (tmp / "recipe.json").write_text(json.dumps(spec, indent=2, sort_keys=True))
-    (tmp / "sft_summary.json").write_text(json.dumps(summary, indent=2))
+    # a failure (a full disk among them: DiskFull) leaves no half-built base behind
+    with store.cleaned_up(tmp, out, "the base is built again"):
+        models.build_tiny(cfg.model.tiny, tokenizer_corpus(transcripts), tmp, seed=cfg.seed)
+        model, tokenizer = models.load(tmp)
+        summary = sft(model, tokenizer, transcripts, cfg, log=store.Records(tmp / "sft_log.jsonl"))
+        check_complete(cfg, summary, tmp)
+        model.save_pretrained(tmp)
+        (tmp / "recipe.json").write_text(json.dumps(spec, indent=2, sort_keys=True))
+        (tmp / "sft_summary.json").write_text(json.dumps(summary, indent=2))
+    store.release(tmp)  # the SFT log's folder (Records claims it), now renamed
     tmp.rename(out)
     if cache is not None:
         _copy_atomically(out, cache / out.name)

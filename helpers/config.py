@@ -7,13 +7,23 @@ with a type; an unknown key, a value of the wrong type or an out-of-range value 
 
 Overrides use either nested dicts (`load("cpu", train={"lr": 1e-4})`) or double underscores
 (`load("cpu", train__lr=1e-4)`), so they can be passed as notebook parameters.
+
+Every value is checked before anything uses it: numbers are finite (no .nan, .inf or 1e999), integers at most
+INT_MAX, digits ASCII, the profile's name one folder under results/, and each environment's `env.extra` block
+against its declared section (ENV_SETTINGS). The YAML reader bounds nesting and alias expansion (MAX_YAML_DEPTH,
+MAX_YAML_VALUES: every manifest copies the expanded values), takes anchors, aliases and merge keys as YAML defines
+them, and refuses a key given twice or a key that is not a name. Every error is a ConfigError that names the key and
+where it is set: `file:line` in the profile, or `overrides`.
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
+import difflib
 import itertools
+import math
+import re
 import types
 import typing
 from dataclasses import dataclass, field
@@ -26,10 +36,37 @@ from helpers.envs import available
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CONFIG_DIR = REPO_ROOT / "configs"
+PROFILE_NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}"  # one folder name under results/ (see Config.check)
 
 
 class ConfigError(ValueError):
-    """A profile or override is invalid; the message names the offending key."""
+    """A profile or override is invalid; the message names the offending key (`key`, dotted: `train.lr`) and, once
+    `load` has placed it, the file and line where that key is set or that it came from an override."""
+
+    def __init__(self, message: str, key: str | None = None):
+        super().__init__(message)
+        self.key = key
+
+
+# Every integer knob is at most INT_MAX (unless its domain is tighter): a count, a size or a seed beyond it is a
+# typo, and would fail much later (torch's seeds, numpy's draws, sizes of tensors) without naming the key.
+INT_MAX = 2**31 - 1
+# A profile's YAML is small (the largest has about 400 values, nested 5 deep). Aliases are expanded by every reader
+# of a Config (`to_dict`, every manifest), so a few hundred bytes of nested aliases can stand for gigabytes: the
+# value count after expanding aliases and the nesting depth are bounded when the file is read.
+MAX_YAML_VALUES = 20_000
+MAX_YAML_DEPTH = 32
+
+
+def _show(value: Any, limit: int = 80) -> str:
+    """`repr(value)`, cut to `limit` characters (a message never prints a huge value, nor fails on one)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 128:
+        return f"an integer of about {int(value.bit_length() * math.log10(2)) + 1} digits"
+    try:
+        text = repr(value)
+    except (ValueError, RecursionError):  # pragma: no cover - an int past Python's digit limit, a cycle
+        return f"a {type(value).__name__}"
+    return text if len(text) <= limit else text[: limit - 4] + " ..."
 
 
 # --------------------------------------------------------------------------------------------- domains
@@ -67,10 +104,10 @@ def _domain(meta: dict) -> str:
 def _check_domain(name: str, value: Any, meta: dict, key: str) -> None:
     items = value if isinstance(value, list) else [value]
     if meta.get("nonempty") and isinstance(value, list) and not value:
-        raise ConfigError(f"{key}: an empty list is not allowed (give at least one value)")
+        raise ConfigError(f"{key}: an empty list is not allowed (give at least one value)", key)
     if meta.get("increasing") and any(b <= a for a, b in itertools.pairwise(items)):
         raise ConfigError(
-            f"{key}: {value!r} is not strictly increasing (expected strictly increasing values)"
+            f"{key}: {_show(value)} is not strictly increasing (expected strictly increasing values)", key
         )
     for v in items:
         if not isinstance(v, int | float) or isinstance(v, bool):
@@ -79,7 +116,7 @@ def _check_domain(name: str, value: Any, meta: dict, key: str) -> None:
                or (meta.get("le") is not None and v > meta["le"]) or (meta.get("lt") is not None and v >= meta["lt"]))  # fmt: skip
         if bad:
             what = f" ({meta['doc']})" if meta.get("doc") else ""
-            raise ConfigError(f"{key}: {value!r} is out of range; allowed: {_domain(meta)}{what}")
+            raise ConfigError(f"{key}: {_show(value)} is out of range; allowed: {_domain(meta)}{what}", key)
 
 
 # --------------------------------------------------------------------------------------------- sections
@@ -102,24 +139,82 @@ class FrozenLakeConfig:
     map_seed: int = knob(0, "seed of the map generator", ge=0)
 
 
+# The settings of the environments other than FrozenLake (`env.extra.<name>`): the keyword arguments of each one's
+# `load_tasks` (tests/test_config.py checks them against the signatures). `env.extra` keeps exactly the keys a
+# profile gives, each checked and coerced here, so what `envs.settings` passes on, and every recipe that hashes
+# it, is what the profile says.
+
+
+@dataclass(frozen=True)
+class DeepCoderSettings:
+    """DeepCoder-MT (`helpers.envs.code`): bundled problems or DeepCoder-Preview-Dataset from the hub."""
+
+    source: Literal["bundled", "hub"] = "bundled"
+    sets: list[Literal["kit", "humaneval"]] = knob(
+        ["kit", "humaneval"], "bundled problem sets", nonempty=True
+    )
+    subsets: list[Literal["primeintellect", "taco", "lcbv5", "codeforces"]] | None = knob(
+        None, "hub subsets (None: each split's own)", nonempty=True
+    )
+    t_max: int = knob(4, "attempts per problem (T_max)", ge=1)
+    max_tests: int | None = knob(None, "tests per problem (None: all of them)", ge=1)
+
+
+@dataclass(frozen=True)
+class BFCLSettings:
+    """BFCL multi-turn (`helpers.envs.bfcl`): the data ships in the bfcl-eval wheel."""
+
+    source: Literal["bundled"] = "bundled"
+    category: Literal["multi_turn_base", "multi_turn_miss_func", "multi_turn_miss_param", "multi_turn_long_context"] = (
+        "multi_turn_base"
+    )  # fmt: skip
+    t_max: int | None = knob(None, "turns per entry (None: turns_per_request per user request)", ge=1)
+    turns_per_request: int = knob(4, "turns per user request", ge=1)
+
+
+@dataclass(frozen=True)
+class SQLSettings:
+    """InterCode-SQL (`helpers.envs.sql`): the wheel's databases (or a task file over them), or Spider."""
+
+    source: Literal["bundled", "hub"] = "bundled"
+    t_max: int = knob(10, "queries per question (T_max)", ge=1)
+    test_dbs: list[str] = knob(
+        ["concert_singer", "pets_1", "car_1", "employee_hire_evaluation", "battle_death"],
+        "databases of the test split",
+        nonempty=True,
+    )
+    tasks_file: str | None = knob(None, "a task list written by helpers.envs.sql.write_task_file")
+
+    def check(self, key: str) -> None:
+        if len(set(self.test_dbs)) != len(self.test_dbs):
+            raise ConfigError(f"{key}.test_dbs: {_show(self.test_dbs)} repeats a database", f"{key}.test_dbs")
+        if self.tasks_file is not None and self.source != "bundled":
+            raise ConfigError(f"{key}.tasks_file: applies to source 'bundled' (the dump's databases), not "
+                              f"{self.source!r}", f"{key}.tasks_file")  # fmt: skip
+
+
+ENV_SETTINGS: dict[str, type] = {
+    "deepcoder": DeepCoderSettings,
+    "bfcl": BFCLSettings,
+    "intercode_sql": SQLSettings,
+}
+
+
 @dataclass(frozen=True)
 class EnvConfig:
     """Which environment the training notebooks use, and each environment's own settings."""
 
     name: str = "frozenlake"
     frozenlake: FrozenLakeConfig = field(default_factory=FrozenLakeConfig)
-    # Other environments keep their settings as free-form dicts until they declare a section here.
-    extra: dict[str, dict] = field(default_factory=dict)
+    # The other environments' settings (ENV_SETTINGS), each block checked like a section; only the keys given.
+    extra: dict[str, dict] = field(default_factory=dict, metadata={"settings": ENV_SETTINGS})
 
     def check(self, key: str) -> None:
         known = available()
         if self.name not in known:
-            raise ConfigError(f"{key}.name: {self.name!r} is not an environment; known: {known}")
-        for env, settings in self.extra.items():
-            if env not in known:
-                raise ConfigError(f"{key}.extra: {env!r} is not an environment; known: {known}")
-            if not isinstance(settings, dict):
-                raise ConfigError(f"{key}.extra.{env}: expected a mapping of settings, got {settings!r}")
+            raise ConfigError(
+                f"{key}.name: {self.name!r} is not an environment; known: {known}", f"{key}.name"
+            )
 
 
 @dataclass(frozen=True)
@@ -155,12 +250,10 @@ class ModelConfig:
     max_model_len: int = knob(4096, ge=16)
 
     def check(self, key: str) -> None:
-        if self.device not in ("auto", "cpu", "cuda") and not (
-            self.device.startswith("cuda:") and self.device[5:].isdigit()
-        ):
-            raise ConfigError(
-                f"{key}.device: {self.device!r} is not a device; allowed: auto, cpu, cuda, cuda:N"
-            )
+        # ASCII digits only: str.isdigit() also takes '²' or '٣', which torch cannot read
+        if self.device not in ("auto", "cpu", "cuda") and not re.fullmatch(r"cuda:[0-9]{1,4}", self.device):
+            raise ConfigError(f"{key}.device: {_show(self.device)} is not a device; allowed: auto, cpu, cuda, "
+                              "cuda:N (N in ASCII digits)", f"{key}.device")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -260,7 +353,9 @@ class TrainConfig:
 
     def check(self, key: str) -> None:
         if len(set(self.seeds)) != len(self.seeds):
-            raise ConfigError(f"{key}.seeds: {self.seeds!r} repeats a seed (expected distinct seeds)")
+            raise ConfigError(
+                f"{key}.seeds: {_show(self.seeds)} repeats a seed (expected distinct seeds)", f"{key}.seeds"
+            )
         _require(self.critic_warmup <= self.steps, f"{key}.critic_warmup", self.critic_warmup,
                  "at most train.steps")  # fmt: skip
 
@@ -347,16 +442,19 @@ class ProcessConfig:
 
     def check(self, key: str) -> None:
         if self.env is not None and self.env not in available():
-            raise ConfigError(f"{key}.env: {self.env!r} is not an environment; known: {available()}")
-        if len(set(self.algorithms)) != len(self.algorithms):
             raise ConfigError(
-                f"{key}.algorithms: {self.algorithms!r} repeats an estimator (expected distinct ones)"
+                f"{key}.env: {_show(self.env)} is not an environment; known: {available()}", f"{key}.env"
             )
+        if len(set(self.algorithms)) != len(self.algorithms):
+            raise ConfigError(f"{key}.algorithms: {self.algorithms!r} repeats an estimator (expected distinct ones)",
+                              f"{key}.algorithms")  # fmt: skip
         if len(set(self.seeds)) != len(self.seeds):
-            raise ConfigError(f"{key}.seeds: {self.seeds!r} repeats a seed (expected distinct seeds)")
+            raise ConfigError(
+                f"{key}.seeds: {_show(self.seeds)} repeats a seed (expected distinct seeds)", f"{key}.seeds"
+            )
         if self.corruption_levels and "oracle_q" not in self.algorithms:
-            raise ConfigError(f"{key}.corruption_levels: {self.corruption_levels!r} needs oracle_q among "
-                              "process.algorithms (or leave it empty)")  # fmt: skip
+            raise ConfigError(f"{key}.corruption_levels: {_show(self.corruption_levels)} needs oracle_q among "
+                              "process.algorithms (or leave it empty)", f"{key}.corruption_levels")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -370,9 +468,8 @@ class RunConfig:
 
     def check(self, key: str) -> None:
         for nn in self.skip:
-            _require(
-                len(nn) == 2 and nn.isdigit(), f"{key}.skip", self.skip, "two-digit notebook numbers ('07')"
-            )
+            _require(re.fullmatch(r"[0-9]{2}", nn) is not None, f"{key}.skip", self.skip,
+                     "two-digit notebook numbers in ASCII digits ('07')")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -400,6 +497,14 @@ class Config:
     # checked when the profile loads, whichever series runs.
     per_env: dict[str, dict] = field(default_factory=dict)
 
+    def check(self, key: str) -> None:
+        # The profile names its results folder (results/<profile>/): one path component, so that no name can
+        # point into another profile's folder (`smoke/models`, `..`), which `--fresh` would then set aside.
+        if not re.fullmatch(PROFILE_NAME, self.profile):
+            raise ConfigError(f"profile: {_show(self.profile)} is not a profile name (expected ASCII letters, digits, "
+                              "'_', '-' and '.', starting with a letter or digit, at most 64: one folder under "
+                              "results/)", "profile")  # fmt: skip
+
     def to_dict(self) -> dict:
         """Plain nested dict (for manifests and hashing)."""
         return dataclasses.asdict(self)
@@ -415,105 +520,320 @@ class Config:
 
 
 def load(profile: str | Path = "cpu", **overrides: Any) -> Config:
-    """Load a profile by name (`configs/<name>.yaml`) or path, apply overrides, validate."""
+    """Load a profile by name (`configs/<name>.yaml`) or path, apply overrides, validate.
+
+    Checked in this order, so an error is blamed where it lies: the profile as written (its top level), then each
+    `per_env` block over it, then the overrides. An error names the key and where it is set: `file:line` for a key
+    of the file (or the line of the nearest section above a key the file leaves at its default), `overrides` for
+    one given here."""
     path = Path(profile)
     if path.suffix not in (".yaml", ".yml"):
         path = CONFIG_DIR / f"{profile}.yaml"
     if not path.exists():
         known = sorted(p.stem for p in CONFIG_DIR.glob("*.yaml"))
         raise ConfigError(f"unknown profile {str(profile)!r}: expected one of {known} or a .yaml path")
-    raw = read_yaml(path) or {}
+    raw, lines = read_yaml_lines(path)
+    raw = {} if raw is None else raw
     if not isinstance(raw, dict):
-        raise ConfigError(f"{path}: a profile must be a mapping of sections")
+        raise ConfigError(f"{path}:1: a profile must be a mapping of sections, got {type(raw).__name__}")
     raw.setdefault("profile", path.stem)
+    _check_tree(overrides, "overrides")
     extra = _nest(overrides)
+
+    def located(e: ConfigError, *within: tuple) -> ConfigError:
+        """`e` with where its key is set: the overrides, else the file's line (under each prefix of `within`)."""
+        keypath = _keypath(e.key) if e.key else ()
+        if keypath and _has(extra, keypath):
+            return ConfigError(f"overrides: {e}", e.key)
+        for prefix in within:
+            line = _line_of(lines, prefix + keypath, len(prefix) if prefix else 0)
+            if line is not None:
+                return ConfigError(f"{path}:{line}: {e}", e.key)
+        return ConfigError(f"{path}: {e}", e.key)
+
     if "per_env" in extra:
         raise ConfigError(
-            "per_env: set in the profile's YAML, not as an override (override the sections instead)"
+            "per_env: set in the profile's YAML, not as an override (override the sections instead)",
+            "per_env",
         )
-    blocks = _per_env_blocks(raw.get("per_env", {}))
+    try:
+        blocks = _per_env_blocks(raw.get("per_env", {}))
+        _build(Config, {k: v for k, v in raw.items() if k != "series"}, "")  # the profile as written
+    except ConfigError as e:
+        raise located(e, ()) from None
     for name, block in blocks.items():  # every block is checked, not only the one this series applies
         try:
             _build(Config, _with_series(raw, name, block, {}), "")
         except ConfigError as e:
-            raise ConfigError(f"{path}: per_env.{name}: {e}") from None
+            blamed = ConfigError(f"per_env.{name}: {e}", e.key)
+            line = _line_of(lines, ("per_env", name, *_keypath(e.key or "")), 2)
+            raise ConfigError(f"{path}:{line}: {blamed}" if line else f"{path}: {blamed}", e.key) from None
     series = extra.get("series", raw.get("series"))
-    if series is None:
-        _merge(raw, extra, "")
-        return _build(Config, raw, "")
-    return _build(Config, _with_series(raw, series, blocks.get(series, {}), extra), "")
+    try:
+        if series is None:
+            _merge(raw, extra, "")
+            return _build(Config, raw, "")
+        return _build(Config, _with_series(raw, series, blocks.get(series, {}), extra), "")
+    except ConfigError as e:
+        raise located(e, (), ("per_env", series)) from None
+
+
+def _keypath(key: str) -> tuple:
+    """`train.seeds[1]` as ('train', 'seeds', 1)."""
+    out: list = []
+    for part in key.split("."):
+        name, *indices = part.split("[")
+        if name:
+            out.append(name)
+        out += [int(i.rstrip("]")) for i in indices if i.rstrip("]").isdecimal()]
+    return tuple(out)
+
+
+def _has(tree: Any, keypath: tuple) -> bool:
+    """Whether nested `tree` sets `keypath` (or a prefix of it to a value that is not a mapping)."""
+    node = tree
+    for k in keypath:
+        inside = (
+            k in node
+            if isinstance(node, dict)
+            else isinstance(node, list | tuple) and isinstance(k, int) and 0 <= k < len(node)
+        )
+        if inside:
+            node = node[k]
+        else:
+            return node is not tree and not isinstance(node, dict)
+    return True
+
+
+def _line_of(lines: dict[tuple, int], keypath: tuple, keep: int = 0) -> int | None:
+    """The line of `keypath` in the file, or of its longest prefix that is there (at least `keep` parts long)."""
+    for n in range(len(keypath), keep - 1, -1):
+        if n and keypath[:n] in lines:
+            return lines[keypath[:n]]
+    return None
+
+
+def _check_tree(value: Any, key: str) -> None:
+    """Overrides are Python values: mapping keys must be names, and nesting is bounded as in a file."""
+    stack = [(value, key, 0)]
+    while stack:
+        node, where, depth = stack.pop()
+        if depth > MAX_YAML_DEPTH:
+            raise ConfigError(f"{where}: nested more than {MAX_YAML_DEPTH} levels deep; no knob is", key)
+        if isinstance(node, dict):
+            for k, v in node.items():
+                if not isinstance(k, str):
+                    raise ConfigError(
+                        f"{where}: key {_show(k)} is not a name (keys are strings such as 'lr')", key
+                    )
+                stack.append((v, f"{where}.{k}", depth + 1))
+        elif isinstance(node, list | tuple):
+            stack.extend((v, f"{where}[{i}]", depth + 1) for i, v in enumerate(node))
 
 
 def _per_env_blocks(per_env: Any) -> dict[str, dict]:
     """The profile's `per_env` mapping, checked: known environments, each a mapping that leaves `env.name`,
     `series` and `profile` alone."""
     if not isinstance(per_env, dict):
-        raise ConfigError(f"per_env: expected a mapping of environment -> settings, got {per_env!r}")
+        raise ConfigError(
+            f"per_env: expected a mapping of environment -> settings, got {_show(per_env)}", "per_env"
+        )
     for name, block in per_env.items():
         if name not in available():
-            raise ConfigError(f"per_env: {name!r} is not an environment; known: {available()}")
+            raise ConfigError(
+                f"per_env: {_show(name)} is not an environment; known: {available()}", "per_env"
+            )
         if not isinstance(block, dict):
-            raise ConfigError(f"per_env.{name}: expected a mapping of sections, got {block!r}")
+            raise ConfigError(
+                f"per_env.{name}: expected a mapping of sections, got {_show(block)}", f"per_env.{name}"
+            )
         for key in ("series", "per_env", "profile"):
             if key in block:
-                raise ConfigError(f"per_env.{name}.{key}: not allowed in a per-environment block")
+                raise ConfigError(f"per_env.{name}.{key}: not allowed in a per-environment block",
+                                  f"per_env.{name}.{key}")  # fmt: skip
         if "name" in (block.get("env") or {}):
-            raise ConfigError(f"per_env.{name}.env.name: not allowed (the series sets it to {name!r})")
+            raise ConfigError(f"per_env.{name}.env.name: not allowed (the series sets it to {name!r})",
+                              f"per_env.{name}.env.name")  # fmt: skip
     return per_env
 
 
 def _with_series(raw: dict, series: Any, block: dict, extra: dict) -> dict:
     """The profile `raw` as series `series` runs it: its `per_env` block, then the overrides, with env.name set."""
     if not isinstance(series, str) or series not in available():
-        raise ConfigError(f"series: {series!r} is not an environment; known: {available()}")
+        raise ConfigError(f"series: {_show(series)} is not an environment; known: {available()}", "series")
     asked = (extra.get("env") or {}).get("name") if isinstance(extra.get("env"), dict) else None
     if asked is not None and asked != series:
-        raise ConfigError(
-            f"env.name: {asked!r} contradicts series {series!r} (the series sets env.name; give one)"
-        )
+        raise ConfigError(f"env.name: {_show(asked)} contradicts series {series!r} (the series sets env.name; give "
+                          "one)", "env.name")  # fmt: skip
     out = copy.deepcopy(raw)
     _merge(out, copy.deepcopy(block), "")
     _merge(out, copy.deepcopy(extra), "")
     out.setdefault("env", {})
     if not isinstance(out["env"], dict):
-        raise ConfigError(f"env: expected a mapping, got {out['env']!r}")
+        raise ConfigError(f"env: expected a mapping, got {_show(out['env'])}", "env")
     out["env"]["name"] = series
     out["series"] = series
     return out
 
 
-class _StrictLoader(yaml.SafeLoader):
-    """YAML's safe loader, except that a key given twice in one mapping is an error (YAML lets the last win)."""
-
-
-def _no_duplicates(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
-    seen: dict[Any, int] = {}
-    for key_node, _ in node.value:
-        k = loader.construct_object(key_node, deep=deep)
-        if k in seen:
-            raise ConfigError(f"{loader.name}:{key_node.start_mark.line + 1}: key {k!r} is given twice in this mapping "
-                              f"(first on line {seen[k]}); remove one")  # fmt: skip
-        seen[k] = key_node.start_mark.line + 1
-    return loader.construct_mapping(node, deep=deep)
-
-
-_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _no_duplicates)
+_STR_TAG = "tag:yaml.org,2002:str"
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+_INT_TAG = "tag:yaml.org,2002:int"
+_KINDS = {"int": "an integer", "float": "a number", "bool": "a boolean", "null": "null", "seq": "a list",
+          "map": "a mapping", "timestamp": "a date", "binary": "binary data", "set": "a set"}  # fmt: skip
 
 
 def read_yaml(path: Path) -> Any:
-    """Parse a YAML file strictly: syntax errors and duplicated keys name the file and line."""
-    text = path.read_text()
-    loader = _StrictLoader(text)
-    loader.name = str(path)
+    """Parse a YAML file strictly (see `read_yaml_lines`)."""
+    return read_yaml_lines(path)[0]
+
+
+def read_yaml_lines(path: Path) -> tuple[Any, dict[tuple, int]]:
+    """Parse a profile's YAML strictly; returns the data and the line of every key and list item (by key path).
+
+    Every problem is a ConfigError naming the file and line: syntax errors; a key given twice in one mapping
+    (YAML lets the last win); a key that is not a name (`1:`, `[a, b]:`, `yes:`, `null:`); nesting deeper than
+    MAX_YAML_DEPTH; aliases that expand the file past MAX_YAML_VALUES values, or refer to a node that contains them;
+    integers of more digits than any knob takes. Anchors, aliases and merge keys (`<<: *defaults`) work as in YAML."""
     try:
-        return loader.get_single_data()
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot be read ({e.strerror})") from None
+    try:
+        _scan_events(text, path)
+        loader = yaml.SafeLoader(text)
+        try:
+            node = loader.get_single_node()
+            lines = {} if node is None else _walk(node, path)
+            data = None if node is None else loader.construct_document(node)
+        finally:
+            loader.dispose()
     except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
+        mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
         problem = getattr(e, "problem", None) or str(e)
         raise ConfigError(f"{where}: YAML syntax error: {problem}") from None
+    except ConfigError:
+        raise
+    except (ValueError, TypeError, OverflowError) as e:  # a scalar YAML's constructors cannot convert
+        raise ConfigError(f"{path}: YAML value error: {e}") from None
+    return data, lines
+
+
+@dataclass
+class _Open:
+    """A collection `_scan_events` is inside: its anchor, kind, values so far, children read and the current one's
+    place (key or index)."""
+
+    anchor: str | None
+    mapping: bool
+    values: int = 1
+    children: int = 0
+    at: str | int | None = None
+
+
+def _scan_events(text: str, path: Path) -> None:
+    """Bound nesting and alias expansion from the parser's events, before anything is built (the events are read
+    one by one: a deep or explosive file costs no more than its length here). Errors name the line and the key."""
+    loader = yaml.SafeLoader(text)
+    stack: list[_Open] = []
+
+    def where() -> str:
+        parts = (str(f.at) if isinstance(f.at, str) else f"[{f.at}]" for f in stack if f.at is not None)
+        text = ".".join(parts).replace(".[", "[") or "the top level"
+        return text if len(text) <= 100 else text[:95] + " ..."
+
+    try:
+        sizes: dict[str, int] = {}  # anchor -> values of the node it names, aliases expanded
+        total = 0
+        while loader.check_event():
+            ev = loader.get_event()
+            line = ev.start_mark.line + 1
+            if stack and isinstance(ev, yaml.NodeEvent):  # a child of the innermost collection begins
+                top = stack[-1]
+                if not top.mapping:
+                    top.at = top.children
+                elif top.children % 2 == 0:  # a key: the place of the value after it
+                    top.at = ev.value if isinstance(ev, yaml.ScalarEvent) else "?"
+            add = None  # values of a child that is complete now
+            if isinstance(ev, yaml.CollectionStartEvent):
+                total += 1
+                stack.append(_Open(ev.anchor, isinstance(ev, yaml.MappingStartEvent)))
+                if len(stack) > MAX_YAML_DEPTH:
+                    raise ConfigError(f"{path}:{line}: {where()}: nested more than {MAX_YAML_DEPTH} levels deep (no "
+                                      "knob is nested more than 4); flatten it")  # fmt: skip
+            elif isinstance(ev, yaml.CollectionEndEvent):
+                done = stack.pop()
+                add = done.values
+                if done.anchor is not None:
+                    sizes[done.anchor] = add
+            elif isinstance(ev, yaml.ScalarEvent):
+                total += (add := 1)
+                if ev.anchor is not None:
+                    sizes[ev.anchor] = 1
+            elif isinstance(ev, yaml.AliasEvent):
+                if any(f.anchor == ev.anchor for f in stack):
+                    raise ConfigError(f"{path}:{line}: {where()}: alias *{ev.anchor} refers to a node that contains "
+                                      "it (a recursive value); no knob takes one")  # fmt: skip
+                total += (add := sizes.get(ev.anchor, 1))
+            if add is not None and stack:
+                stack[-1].values += add
+                stack[-1].children += 1
+            if total > MAX_YAML_VALUES:
+                raise ConfigError(f"{path}:{line}: {where()}: with its aliases expanded the file holds more than "
+                                  f"{MAX_YAML_VALUES} values (a profile has a few hundred): every manifest would "
+                                  "copy them all; write the values out or alias less")  # fmt: skip
     finally:
         loader.dispose()
+
+
+def _walk(root: yaml.Node, path: Path) -> dict[tuple, int]:
+    """Line of every key and list item by key path; refuses keys that are not names and keys given twice."""
+    lines: dict[tuple, int] = {}
+    stack: list[tuple[yaml.Node, tuple]] = [(root, ())]
+    while stack:
+        node, where = stack.pop()
+        if isinstance(node, yaml.SequenceNode):
+            for i, item in enumerate(node.value):
+                lines.setdefault((*where, i), item.start_mark.line + 1)
+                stack.append((item, (*where, i)))
+        elif isinstance(node, yaml.MappingNode):
+            seen: dict[str, int] = {}
+            merged: list[yaml.Node] = []
+            for key_node, value in node.value:
+                line = key_node.start_mark.line + 1
+                if key_node.tag == _MERGE_TAG:
+                    merged += value.value if isinstance(value, yaml.SequenceNode) else [value]
+                    continue
+                if not isinstance(key_node, yaml.ScalarNode) or key_node.tag != _STR_TAG:
+                    kind = _KINDS.get(key_node.tag.rsplit(":", 1)[-1], key_node.tag)
+                    shown = (
+                        f"key {key_node.value!r}"
+                        if isinstance(key_node, yaml.ScalarNode)
+                        else f"a key that is {kind}"
+                    )
+                    dotted = ".".join(map(str, where)) or "the top level"
+                    raise ConfigError(f"{path}:{line}: {shown} under {dotted} is not a name (YAML reads it as "
+                                      f"{kind}); keys are names such as 'lr': quote it if it is one")  # fmt: skip
+                k = key_node.value
+                if k in seen:
+                    raise ConfigError(f"{path}:{line}: key {k!r} is given twice in this mapping (first on line "
+                                      f"{seen[k]}); remove one")  # fmt: skip
+                seen[k] = line
+                lines[(*where, k)] = line
+                stack.append((value, (*where, k)))
+            for m in merged:  # `<<: *defaults`: its keys, where this mapping does not set them itself
+                if isinstance(m, yaml.MappingNode):
+                    stack.append((yaml.MappingNode(m.tag, [(kn, v) for kn, v in m.value
+                                                           if not (isinstance(kn, yaml.ScalarNode) and kn.value in seen)],
+                                                   m.start_mark, m.end_mark), where))  # fmt: skip
+        elif node.tag == _INT_TAG and len(node.value.lstrip("+-").replace("_", "")) > 30:
+            dotted = ".".join(map(str, where))
+            raise ConfigError(f"{path}:{node.start_mark.line + 1}: {dotted}: an integer of {len(node.value)} digits "
+                              f"is out of range; allowed: integers up to 2**31 - 1 = {INT_MAX}")  # fmt: skip
+    return lines
 
 
 def _nest(overrides: dict[str, Any]) -> dict[str, Any]:
@@ -524,6 +844,8 @@ def _nest(overrides: dict[str, Any]) -> dict[str, Any]:
         node = nested
         for p in parts[:-1]:
             node = node.setdefault(p, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"{key}: {p} is given as a value and as a section", key.replace("__", "."))
         node[parts[-1]] = value
     return nested
 
@@ -538,23 +860,53 @@ def _merge(base: dict, extra: dict, prefix: str) -> None:
 
 def _build(cls: type, data: Any, key: str) -> Any:
     if not isinstance(data, dict):
-        raise ConfigError(f"{key or 'profile'}: expected a mapping, got {type(data).__name__}")
+        raise ConfigError(f"{key or 'profile'}: expected a mapping, got {type(data).__name__}", key or None)
     hints = typing.get_type_hints(cls)
-    names = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(data) - names)
-    if unknown:
-        where = f"{key}." if key else ""
-        raise ConfigError(f"unknown key '{where}{unknown[0]}'; known keys here: {sorted(names)}")
     fields = {f.name: f for f in dataclasses.fields(cls)}
+    where = f"{key}." if key else ""
+    for name in data:
+        if not isinstance(name, str):
+            raise ConfigError(f"{key or 'profile'}: key {_show(name)} is not a name (keys are strings such as "
+                              f"{sorted(fields)[0]!r})", key or None)  # fmt: skip
+    unknown = sorted(set(data) - set(fields))
+    if unknown:
+        close = difflib.get_close_matches(unknown[0], list(fields), n=1)
+        hint = f"did you mean '{where}{close[0]}'? " if close else ""
+        raise ConfigError(f"unknown key '{where}{unknown[0]}'; {hint}known keys here: {sorted(fields)}",
+                          f"{where}{unknown[0]}")  # fmt: skip
     kwargs = {}
     for name, value in data.items():
-        where = f"{key}.{name}" if key else name
-        kwargs[name] = _coerce(hints[name], value, where)
-        _check_domain(name, kwargs[name], dict(fields[name].metadata), where)
+        meta = dict(fields[name].metadata)
+        if "settings" in meta:
+            kwargs[name] = _coerce_settings(meta["settings"], value, f"{where}{name}")
+            continue
+        kwargs[name] = _coerce(hints[name], value, f"{where}{name}")
+        _check_domain(name, kwargs[name], meta, f"{where}{name}")
     obj = cls(**kwargs)
     if hasattr(obj, "check"):
         obj.check(key)
     return obj
+
+
+def _coerce_settings(schemas: dict[str, type], value: Any, key: str) -> dict[str, dict]:
+    """`env.extra`: each environment's block checked against its section (ENV_SETTINGS), kept with only its keys."""
+    if not isinstance(value, dict):
+        raise ConfigError(f"{key}: expected a mapping of environment -> settings, got {_show(value)}", key)
+    out = {}
+    for env, block in value.items():
+        if env not in available():
+            raise ConfigError(f"{key}: {_show(env)} is not an environment; known: {available()}", key)
+        if env not in schemas:
+            raise ConfigError(f"{key}.{env}: {env}'s settings are not declared here; "
+                              + ("they are the section env.frozenlake" if env == "frozenlake" else
+                                 "declare them in helpers/config.py ENV_SETTINGS"), f"{key}.{env}")  # fmt: skip
+        if not isinstance(block, dict):
+            raise ConfigError(
+                f"{key}.{env}: expected a mapping of settings, got {_show(block)}", f"{key}.{env}"
+            )
+        built = _build(schemas[env], block, f"{key}.{env}")
+        out[env] = {k: getattr(built, k) for k in block}
+    return out
 
 
 def _coerce(tp: Any, value: Any, key: str) -> Any:
@@ -563,8 +915,8 @@ def _coerce(tp: Any, value: Any, key: str) -> Any:
         return _build(tp, value, key)
     if origin is Literal:
         allowed = typing.get_args(tp)
-        if value not in allowed:
-            raise ConfigError(f"{key}: {value!r} is not one of {list(allowed)}")
+        if isinstance(value, bool) or value not in allowed:
+            raise ConfigError(f"{key}: {_show(value)} is not one of {list(allowed)}", key)
         return value
     if origin in (typing.Union, types.UnionType):
         args = typing.get_args(tp)
@@ -577,36 +929,46 @@ def _coerce(tp: Any, value: Any, key: str) -> Any:
             try:
                 return _coerce(a, value, key)
             except ConfigError as e:
-                errors.append(str(e))
-        raise ConfigError(errors[0] if errors else f"{key}: bad value {value!r}")
+                errors.append(e)
+        raise errors[0] if errors else ConfigError(f"{key}: bad value {_show(value)}", key)
     if origin is list:
         (item,) = typing.get_args(tp)
         if not isinstance(value, list | tuple):
-            raise ConfigError(f"{key}: expected a list, got {value!r}")
+            raise ConfigError(f"{key}: expected a list, got {_show(value)}", key)
         return [_coerce(item, v, f"{key}[{i}]") for i, v in enumerate(value)]
     if origin is dict:
         if not isinstance(value, dict):
-            raise ConfigError(f"{key}: expected a mapping, got {value!r}")
+            raise ConfigError(f"{key}: expected a mapping, got {_show(value)}", key)
         return dict(value)
     if tp is bool:
         if not isinstance(value, bool):
-            raise ConfigError(f"{key}: expected true or false, got {value!r}")
+            raise ConfigError(f"{key}: expected true or false, got {_show(value)}", key)
         return value
     if tp is int:
         if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigError(f"{key}: expected an integer, got {value!r}")
+            raise ConfigError(f"{key}: expected an integer, got {_show(value)}", key)
+        if not -INT_MAX - 1 <= value <= INT_MAX:
+            raise ConfigError(f"{key}: {_show(value)} is out of range; allowed: integers up to 2**31 - 1 = {INT_MAX} "
+                              "(every integer knob; most have tighter bounds)", key)  # fmt: skip
         return value
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, int | float):
-            raise ConfigError(f"{key}: expected a number, got {value!r}")
-        return float(value)
+            raise ConfigError(f"{key}: expected a number, got {_show(value)}", key)
+        try:
+            number = float(value)
+        except OverflowError:
+            number = math.inf
+        if not math.isfinite(number):
+            raise ConfigError(f"{key}: {_show(value)} is not a finite number (allowed: finite numbers; .nan, .inf "
+                              "and values past 1.8e308 such as 1e999 are not)", key)  # fmt: skip
+        return number
     if tp is str:
         if not isinstance(value, str):
-            raise ConfigError(f"{key}: expected a string, got {value!r}")
+            raise ConfigError(f"{key}: expected a string, got {_show(value)}", key)
         return value
-    raise ConfigError(f"{key}: unsupported type {tp}")  # pragma: no cover - a schema bug, not user input
+    raise ConfigError(f"{key}: unsupported type {tp}", key)  # pragma: no cover - a schema bug, not user input
 
 
 def _require(ok: bool, key: str, value: Any, what: str) -> None:
     if not ok:
-        raise ConfigError(f"{key}: {value!r} is out of range (expected {what})")
+        raise ConfigError(f"{key}: {_show(value)} is out of range (expected {what})", key)

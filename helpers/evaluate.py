@@ -70,6 +70,9 @@ def evaluate_grid(
                          "task source)")  # fmt: skip
     if not models:
         raise ValueError("evaluate_grid: no models to evaluate")
+    # one writer per records folder: a second sweep into the same records stops here (FolderBusy, naming this one)
+    # before it computes anything; two at once would both append what is missing (duplicated records)
+    records.claim()
     loaded: dict[str, Policy] = {}
 
     def policy(name: str) -> Policy:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -124,7 +125,13 @@ def save_checkpoint(out: Path, step: int, model, opt, critic=None, critic_opt=No
     extra = {} if critic is None else {"critic": critic.state_dict(), "critic_optim": critic_opt.state_dict()}
     path = out / f"checkpoint-{step:06d}.pt"
     tmp = path.with_suffix(".tmp")
-    torch.save({"step": step, "model": model.state_dict(), "optim": opt.state_dict(), **extra}, tmp)
+    before = latest_checkpoint(out)
+    then = f"the run resumes from {before.name}" if before else "the run starts again from its base"
+    # through a Python file, so a full disk is an OSError with its errno (torch's own writer says basic_ios::clear)
+    with store.cleaned_up(tmp, path, then), tmp.open("wb") as f:
+        torch.save({"step": step, "model": model.state_dict(), "optim": opt.state_dict(), **extra}, f)
+        f.flush()
+        os.fsync(f.fileno())
     if store.crash_point("checkpoint"):  # kill test: die with the checkpoint written but not yet in place
         store.crash()
     tmp.replace(path)
@@ -156,10 +163,11 @@ def save_final(final: Path, model, tok) -> None:
     tmp = final.with_name(final.name + ".tmp")
     if tmp.exists():
         shutil.rmtree(tmp)
-    model.save_pretrained(tmp)
-    if store.crash_point("final-save"):  # kill test: die with the final model half written
-        store.crash()
-    tok.save_pretrained(tmp)
+    with store.cleaned_up(tmp, final, "the run resumes from its last checkpoint"):
+        model.save_pretrained(tmp)
+        if store.crash_point("final-save"):  # kill test: die with the final model half written
+            store.crash()
+        tok.save_pretrained(tmp)
     if final.exists():  # a folder left by an older, non-atomic save
         shutil.rmtree(final)
     tmp.rename(final)

@@ -26,7 +26,8 @@ cell says where it is. A series stops at its first failure and names the noteboo
 environments the next one still runs, and the exit status says whether all of them passed. Notebooks listed in
 the profile's `run.skip` are left out (not with `--only`).
 
-`--fresh` rebuilds a series from scratch: after every check passed, the series' folder (`results/<profile>`, or
+`--fresh` rebuilds a series from scratch: after every check passed (and none of its folders has a writer at work,
+`helpers.store.one_writer`), the series' folder (`results/<profile>`, or
 `results/<profile>/<env>` with `--env`) is moved aside to `results/.previous-<name>-<time>/`, deleted once every
 notebook passed and kept (the run says where) when one failed. Without `--env` the profile's models
 (`results/<profile>/models/`) go aside with it and are rebuilt; the per-environment series' folders in it stay.
@@ -58,7 +59,7 @@ from typing import Any
 from helpers import base_model, verify
 from helpers.config import REPO_ROOT, Config, ConfigError, load
 from helpers.nbtools import kernel_config
-from helpers.store import profile_dir, results_root, write_atomic
+from helpers.store import busy, profile_dir, results_root, write_atomic
 
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
 # The paper's four tasks, in the order of its tables; `--env all` runs them in this order.
@@ -381,6 +382,9 @@ def set_aside(cfg: Config) -> Path | None:
     folder = profile_dir(cfg.results_name)
     if not folder.exists():
         return None
+    who = busy(folder)  # a writer still in there would go on writing into the folder set aside, then deleted
+    if who is not None:
+        raise RunError(f"--fresh: {who}; nothing was moved: wait for it to finish (or stop it) and run again")
     stamp = time.strftime("%Y%m%d-%H%M%S")
     base = results_root() / f".previous-{cfg.results_name.replace('/', '-')}-{stamp}"
     previous, n = base, 1

@@ -17,13 +17,29 @@ in the repository, or `$KIT_RESULTS` when set (the tests point it at a temporary
 reads what is there and skips it, so an interrupted run resumes and loses nothing. A crash can leave a torn last
 line; it is detected, dropped with a warning and cut from the file before anything is appended, never merged
 with the next record. A corrupt line anywhere else is an error naming the file and line.
+
+One writer per folder. Two processes resuming the same records would both append what is missing (duplicated,
+interleaved rows), so every folder that is written has one writer: `one_writer(folder)` takes an exclusive lock
+(`flock` on `.<folder name>.lock` beside it, released by the kernel when the process ends, however it ends) and
+either waits for the process holding it (an RL run, a base being built: once it finishes, the waiting one finds
+the result done) or stops with `FolderBusy`, naming that process (a notebook's results folder, `open_run`).
+
+A full disk. Writes here go to a temporary name that is renamed into place when complete; when the disk is full
+(ENOSPC, EDQUOT, or EFBIG past a file-size limit) the temporary file is removed, an appended record file is cut
+back to its last whole record, and `DiskFull` says which file, how much room is left, and that nothing was half
+written (a re-run with room resumes exactly).
 """
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import json
 import os
 import platform
+import re
+import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -102,14 +118,187 @@ def _jsonable(x: Any) -> Any:
     return x
 
 
+# ------------------------------------------------------------------------------------------------ a full disk
+
+DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+_CODES = "|".join(str(n) for n in DISK_FULL_ERRNOS)
+_FULL_TEXT = re.compile(
+    rf"\(os error ({_CODES})\)|No space left on device|File too large|Disk quota exceeded"
+)
+
+
+class DiskFull(OSError):
+    """A write failed for want of room (ENOSPC, EDQUOT, EFBIG); nothing half-written was left in place."""
+
+
+def _chain(exc: BaseException | None) -> Iterator[BaseException]:
+    """`exc` and the exceptions it was raised from or during (torch raises its own error while handling the
+    OSError of the Python file it writes to)."""
+    for _ in range(10):
+        if exc is None:
+            return
+        yield exc
+        exc = exc.__cause__ or exc.__context__
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """Whether `exc`, or an exception it was raised from, is a write refused for want of room (safetensors'
+    Rust errors carry it only as text: "(os error 28)")."""
+    for e in _chain(exc):
+        if isinstance(e, OSError) and e.errno in DISK_FULL_ERRNOS:
+            return True
+        if not isinstance(e, OSError) and _FULL_TEXT.search(str(e)):
+            return True
+    return False
+
+
+def free_bytes(path: Path) -> int | None:
+    """Bytes free for this user on the filesystem that holds `path` (its nearest existing folder)."""
+    p = Path(path)
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    try:
+        return shutil.disk_usage(p).free
+    except OSError:
+        return None
+
+
+def disk_full(path: Path, exc: BaseException, then: str = "") -> DiskFull:
+    """The error to raise when writing `path` failed for want of room: what, how much room is left, what next."""
+    free = free_bytes(path)
+    room = "unknown" if free is None else f"{free / 2**20:.1f} MiB"
+    code = next(
+        (e.errno for e in _chain(exc) if isinstance(e, OSError) and e.errno in DISK_FULL_ERRNOS), None
+    )
+    why = os.strerror(code) if code else str(exc)
+    after = f", {then}" if then else ""
+    return DiskFull(
+        code or errno.ENOSPC,
+        f"disk full: could not write {path} ({why}; {room} free on its filesystem). Nothing half-written was "
+        f"left behind: free some space and run again{after}.",
+    )
+
+
+@contextmanager
+def cleaned_up(tmp: Path, target: Path, then: str = "") -> Iterator[None]:
+    """While writing temporary `tmp` for `target`: on any failure remove `tmp` (a file or a folder); a failure for
+    want of room becomes `DiskFull` naming `target`."""
+    try:
+        yield
+    except BaseException as e:
+        if tmp.is_dir() and not tmp.is_symlink():
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            tmp.unlink(missing_ok=True)
+        if is_disk_full(e):
+            raise disk_full(target, e, then) from e
+        raise
+
+
 def write_atomic(path: Path, text: str) -> None:
-    """Write `text` to a temporary file beside `path` and rename it into place (all or nothing)."""
+    """Write `text` to a temporary file beside `path` and rename it into place (all or nothing; a full disk leaves
+    the old file, no temporary one, and raises `DiskFull`)."""
     tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w") as f:
+    with cleaned_up(tmp, path), tmp.open("w") as f:
         f.write(text)
         f.flush()
         os.fsync(f.fileno())
     tmp.replace(path)
+
+
+# ------------------------------------------------------------------------------------------ one writer per folder
+
+
+class FolderBusy(RuntimeError):
+    """Another process is writing this folder."""
+
+
+_held: dict[Path, int] = {}  # folder -> the descriptor of its lock, for the folders this process writes
+
+
+def lock_file(folder: Path) -> Path:
+    """The lock of `folder`: `.<name>.lock` beside it (outside it, so a folder removed and rebuilt while its writer
+    holds the lock keeps the same lock)."""
+    folder = Path(folder).resolve()
+    return folder.with_name(f".{folder.name}.lock")
+
+
+def _holder(fd: int) -> str:
+    """Who holds a lock, as its holder recorded it."""
+    try:
+        info = json.loads(os.pread(fd, 4096, 0).decode() or "{}")
+    except (OSError, ValueError):
+        info = {}
+    if not info:
+        return "another process"
+    return f"process {info.get('pid')} on {info.get('host')} (`{info.get('command')}`, since {info.get('since')})"
+
+
+def acquire(folder: Path, wait: bool) -> bool:
+    """Make this process the one writer of `folder` until `release` (or its end); False if it already was.
+    Held by another process: wait for it (`wait`, saying so once on stderr) or raise `FolderBusy` naming it."""
+    folder = Path(folder).resolve()
+    if folder in _held:
+        return False
+    lock = lock_file(folder)
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _holder(fd)
+            if not wait:
+                raise FolderBusy(f"{folder} is being written by {holder}: two writers would duplicate its records. "
+                                 "Wait for it to finish (or stop it), or write elsewhere (KIT_RESULTS=...)") from None  # fmt: skip
+            print(f"waiting for {holder}, which is writing {folder} ...", file=sys.stderr, flush=True)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        info = {"pid": os.getpid(), "host": socket.gethostname(), "command": " ".join(sys.argv)[:200],
+                "since": time.strftime("%Y-%m-%d %H:%M:%S")}  # fmt: skip
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps(info).encode(), 0)
+    except BaseException:
+        os.close(fd)
+        raise
+    _held[folder] = fd
+    return True
+
+
+def release(folder: Path) -> None:
+    """Stop being the writer of `folder` (a no-op where this process is not)."""
+    fd = _held.pop(Path(folder).resolve(), None)
+    if fd is not None:
+        os.close(fd)  # closing the only descriptor releases the flock
+
+
+@contextmanager
+def one_writer(folder: Path, wait: bool = True) -> Iterator[None]:
+    """Be the one writer of `folder` for a `with` block (see `acquire`); re-entrant within a process."""
+    mine = acquire(folder, wait)
+    try:
+        yield
+    finally:
+        if mine:
+            release(folder)
+
+
+def busy(folder: Path) -> str | None:
+    """Who writes `folder` or a folder under it right now (another process), or None: what `--fresh` checks before
+    it moves a series aside."""
+    folder = Path(folder)
+    if not folder.exists():
+        return None
+    for lock in [lock_file(folder), *folder.rglob(".*.lock")]:
+        if not lock.is_file() or lock.with_name(lock.name[1:-5]).resolve() in _held:
+            continue
+        fd = os.open(lock, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return f"{lock.with_name(lock.name[1:-5])} is being written by {_holder(fd)}"
+        finally:
+            os.close(fd)
+    return None
 
 
 # ------------------------------------------------------------------------------------------ fault injection
@@ -145,6 +334,7 @@ class Records:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._repaired = False
+        self._claimed = False
 
     def _repair(self) -> None:
         """Drop a torn last line (no trailing newline or unparsable) so appends start on a clean line."""
@@ -210,8 +400,17 @@ class Records:
     def __len__(self) -> int:
         return sum(1 for _ in self)
 
+    def claim(self) -> None:
+        """Become the one writer of this file's folder for the rest of this process (`acquire`, not waiting): a
+        loop that resumes from these records calls it first, so a second one stops with `FolderBusy` before it
+        computes anything. Appending claims it too."""
+        if not self._claimed:
+            acquire(self.path.parent, wait=False)
+            self._claimed = True
+
     def append(self, records: dict | Iterable[dict]) -> None:
         """Append one record or many; each is flushed as a whole line."""
+        self.claim()
         self._repair()
         if isinstance(records, dict):
             records = [records]
@@ -223,9 +422,18 @@ class Records:
                     f.flush()
                     os.fsync(f.fileno())
                     crash()
-                f.write(lines)
-                f.flush()
-                os.fsync(f.fileno())
+                end = f.tell()
+                try:
+                    f.write(lines)
+                    f.flush()
+                    os.fsync(f.fileno())
+                except OSError as e:
+                    if not is_disk_full(e):
+                        raise
+                    os.truncate(
+                        self.path, end
+                    )  # back to the last whole record (cutting a file needs no room)
+                    raise disk_full(self.path, e, "the records written so far are kept") from e
 
     @staticmethod
     def rewrite(path: str | Path, records: Iterable[dict]) -> Records:
@@ -270,6 +478,9 @@ class Run:
         self.name = name
         self.dir = profile_dir(profile) / name
         (self.dir / "figures").mkdir(parents=True, exist_ok=True)
+        # one writer per results folder for the life of this process (a notebook's kernel): a second notebook
+        # writing here would duplicate its records; it stops with FolderBusy naming this one
+        acquire(self.dir, wait=False)
         self.cfg = cfg
         self.params = params or {}
         self._started = time.time()
@@ -301,7 +512,8 @@ class Run:
         for path, kw in ((png, {"dpi": 120, "metadata": {"Software": None}}),
                          (png.with_suffix(".pdf"), {"metadata": {"CreationDate": None, "Producer": None}})):  # fmt: skip
             tmp = path.with_name(f".{path.stem}.tmp{path.suffix}")
-            fig.savefig(tmp, bbox_inches="tight", format=path.suffix[1:], **kw)
+            with cleaned_up(tmp, path):
+                fig.savefig(tmp, bbox_inches="tight", format=path.suffix[1:], **kw)
             tmp.replace(path)
         return png
 

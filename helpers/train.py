@@ -84,11 +84,25 @@ def rl_train(cfg: Config, mode: str = "full", seed: int | None = None, max_steps
         raise ValueError(
             f"train.algorithm={c.algorithm} needs a step oracle, which {cfg.env.name!r} does not have"
         )
-    rs = run_seed(cfg, seed)
     out = rl_dir(cfg, mode, seed)
     final = out / "final"
     if is_complete(final):
         return final
+    # One writer per run: a second process training the same run (the same recipe, so the same folder) waits for
+    # the first, then finds the run finished (or resumes it from its last checkpoint if the first was stopped).
+    with store.one_writer(out, wait=True):
+        if is_complete(final):
+            return final
+        _train(cfg, mode, seed, max_steps, out)
+    return final
+
+
+def _train(cfg: Config, mode: str, seed: int | None, max_steps: int | None, out: Path) -> None:
+    """The loop of `rl_train` in the run's folder `out`, of which this process is the one writer."""
+    c = cfg.train
+    est = process.estimator(c.algorithm)
+    rs = run_seed(cfg, seed)
+    final = out / "final"
     out.mkdir(parents=True, exist_ok=True)
     store.write_atomic(out / "recipe.json", json.dumps(rl_recipe(cfg, mode, seed), indent=2, sort_keys=True,
                                                        default=str))  # fmt: skip
@@ -156,7 +170,6 @@ def rl_train(cfg: Config, mode: str = "full", seed: int | None = None, max_steps
             save_checkpoint(out, step, model, opt, critic, critic_opt)
     if last == c.steps:
         save_final(final, model, tok)
-    return final
 
 
 def step_stats(

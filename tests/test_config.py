@@ -1,7 +1,21 @@
+import dataclasses
+import hashlib
+import inspect
+import json
+import math
+import re
+import time
+import tracemalloc
+import typing
+from pathlib import Path
+
 import pytest
 
-from helpers import config
+from helpers import base_model, config, run
 from helpers.config import ConfigError
+from helpers.envs import available, settings
+from helpers.envs.base import env_class
+from helpers.rl_runs import train_recipe
 
 
 @pytest.mark.parametrize("profile", ["smoke", "cpu", "gpu", "paper"])
@@ -105,3 +119,343 @@ def test_a_device_that_does_not_exist_fails_when_it_is_used():
         pytest.skip("this machine has CUDA")
     with pytest.raises(RuntimeError, match=r"model\.device is 'cuda'"):
         models.resolve_device("cuda")
+
+
+# ------------------------------------------------------------------------------- issue 29: hardened loading
+
+
+SMOKE = (config.CONFIG_DIR / "smoke.yaml").read_text()
+# sha256 of to_dict(), the base's folder name and the hashes of the RL recipe's train and env parts of every profile
+# and series, computed with the code of 839d5c0 (before the loader was hardened); tests/config_839d5c0.json.
+BASELINE = json.loads((Path(__file__).parent / "config_839d5c0.json").read_text())
+
+
+def _sha(x) -> str:
+    return hashlib.sha256(json.dumps(x, sort_keys=True, default=str).encode()).hexdigest()
+
+
+@pytest.mark.parametrize("name", sorted(BASELINE))
+def test_every_profile_loads_to_the_config_it_loaded_to_at_839d5c0(name):
+    """The hard constraint: hardening changed no valid profile (committed results and recipe hashes hang on it)."""
+    profile, series = name.split("/")
+    cfg = config.load(profile) if series == "None" else config.load(profile, series=series)
+    got = {"config": _sha(cfg.to_dict()), "base": base_model.folder_name(cfg), "train": _sha(train_recipe(cfg)),
+           "env_settings": _sha(settings(cfg))}  # fmt: skip
+    assert got == BASELINE[name]
+
+
+def _write(tmp_path: Path, text: str, name: str = "p.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def _line(text: str, needle: str) -> int:
+    """1-based line of the first line of `text` containing `needle`."""
+    return next(i for i, line in enumerate(text.splitlines(), 1) if needle in line)
+
+
+def _laughs(levels: int) -> str:
+    """The smoke profile with a nested-alias block in env.extra.deepcoder: 9 ** (levels + 1) values once expanded."""
+    block = ["    deepcoder:", "      l0: &l0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]"]
+    block += [f"      l{i}: &l{i} [" + ", ".join([f"*l{i - 1}"] * 9) + "]" for i in range(1, levels + 1)]
+    return "seed: 0\nenv:\n  name: frozenlake\n  extra:\n" + "\n".join(block) + "\n"
+
+
+@pytest.mark.parametrize("levels", [6, 7])
+def test_aliases_that_expand_past_the_bound_are_refused_at_once(tmp_path, levels):
+    """Issue 29: a 554-byte aliased env.extra loaded, then every manifest's to_dict built 158 MB in 17 s (one level
+    deeper: MemoryError). Now it is refused while the file is read, naming file, line and key, in a few MB."""
+    text = _laughs(levels)
+    text += "#" * max(0, 554 - len(text) - 1) + "\n"  # the issue's size
+    assert len(text.encode()) >= 554
+    path = _write(tmp_path, text)
+    tracemalloc.start()
+    t0 = time.process_time()
+    try:
+        with pytest.raises(ConfigError, match=r"p\.yaml:\d+: env\.extra\.deepcoder\.l\d\[\d\]: with its aliases "
+                                              r"expanded the file holds more than 20000 values"):  # fmt: skip
+            config.load(path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert time.process_time() - t0 < 5 and peak < 20 * 2**20
+
+
+def test_small_aliases_and_merge_keys_work(tmp_path):
+    """Issue 29: YAML merge keys were unusable (the duplicate-key check choked on `<<`). Anchors, aliases and merge
+    keys load as YAML defines them (the mapping's own keys win over merged ones), and a key set twice besides a
+    merge is still an error."""
+    text = SMOKE.replace("  seeds: [0, 1]\n", "  seeds: &seeds [0, 1]\n").replace(
+        "process:\n  algorithms: [grpo, gigpo, ppo, oracle_q]\n  seeds: [0]\n",
+        "process:\n  algorithms: [grpo, gigpo, ppo, oracle_q]\n  seeds: *seeds\n",
+    ).replace("sweep:\n  t_fractions: [0.5, 1.0]\n  n_samples: 4\n",
+              "sweep:\n  <<: &sweep {t_fractions: [0.25, 1.0], n_samples: 2}\n  t_fractions: [0.5, 1.0]\n"
+              "  n_samples: 4\n")  # fmt: skip
+    cfg = config.load(_write(tmp_path, text))
+    assert cfg.process.seeds == [0, 1] and cfg.sweep.t_fractions == [0.5, 1.0] and cfg.sweep.n_samples == 4
+    merged = text.replace("  t_fractions: [0.5, 1.0]\n  n_samples: 4\n", "")
+    assert config.load(_write(tmp_path, merged, "m.yaml")).sweep.t_fractions == [0.25, 1.0]
+    twice = text.replace("  n_samples: 4\n", "  n_samples: 4\n  n_samples: 5\n", 1)
+    with pytest.raises(ConfigError, match=r"t\.yaml:\d+: key 'n_samples' is given twice"):
+        config.load(_write(tmp_path, twice, "t.yaml"))
+
+
+# (the smoke profile's line, its replacement, the key the error names): every non-finite value the issue names
+NON_FINITE = [
+    ("  lr: 1.0e-4\n", "  lr: .nan\n", "train.lr"),
+    ("sampling:\n", "sampling:\n  top_p: .nan\n", "sampling.top_p"),
+    ("sampling:\n", "sampling:\n  temperature: .inf\n", "sampling.temperature"),
+    ("  n_bootstrap: 50\n", "  n_bootstrap: 50\n  ci: .nan\n", "eval.ci"),
+    ("  budget_fractions: [0.25, 0.5, 0.75, 1.0]\n", "  budget_fractions: [0.25, .nan, 1.0]\n",
+     "eval.budget_fractions[1]"),
+    ("  corruption_levels: [0.0, 1.0]\n", "  corruption_levels: [0.0, .nan]\n", "process.corruption_levels[1]"),
+    ("  lr: 1.0e-4\n", "  lr: 1.0e-4\n  oracle_corruption: .nan\n", "train.oracle_corruption"),
+    ("  lr: 1.0e-4\n", "  lr: 1.0e-4\n  gigpo_gamma: .nan\n", "train.gigpo_gamma"),
+    ("  lr: 1.0e-4\n", "  lr: 1.0e+999\n", "train.lr"),  # YAML 1.1 floats need the exponent's sign
+    ("  lr: 1.0e-4\n", "  lr: -.inf\n", "train.lr"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("old", "new", "key"), NON_FINITE)
+def test_non_finite_numbers_are_refused_with_file_line_and_key(tmp_path, old, new, key):
+    text = SMOKE.replace(old, new, 1)
+    assert text != SMOKE
+    line = _line(text, new.strip().splitlines()[-1])
+    with pytest.raises(ConfigError, match=rf"p\.yaml:{line}: {re.escape(key)}: .* is not a finite number"):
+        config.load(_write(tmp_path, text))
+
+
+@pytest.mark.parametrize("value", [math.inf, -math.inf, math.nan, 10**400])
+def test_non_finite_overrides_are_refused(value):
+    with pytest.raises(ConfigError, match=r"overrides: train\.lr: .* is not a finite number"):
+        config.load("smoke", train__lr=value)
+    with pytest.raises(ConfigError, match=r"overrides: eval\.budget_fractions\[0\]: .* not a finite number"):
+        config.load("smoke", eval={"budget_fractions": [value, 1.0]})
+
+
+def test_the_runners_p_values_cannot_smuggle_infinity():
+    """`-p train.lr=1e999` reads as a Python literal: float('inf'). It reaches config.load as an override."""
+    params = run.notebook_params([run.parse_param("train.lr=1e999")], {"profile", "overrides"})
+    assert params["overrides"] == {"train": {"lr": math.inf}}
+    with pytest.raises(ConfigError, match=r"train\.lr: inf is not a finite number"):
+        config.load("smoke", **params["overrides"])
+
+
+@pytest.mark.parametrize(
+    ("override", "key"),
+    [({"seed": 10**30}, "seed"), ({"train__seeds": [0, 10**30]}, r"train\.seeds\[1\]"),
+     ({"sft__seed": 2**31}, r"sft\.seed"), ({"train__steps": 2**63}, r"train\.steps")],
+)  # fmt: skip
+def test_integers_have_an_upper_bound(override, key):
+    """Issue 29: `seed: 10**30` loaded and failed later in torch; every integer knob is at most 2**31 - 1."""
+    with pytest.raises(ConfigError, match=rf"{key}: .* is out of range; allowed: integers up to 2\*\*31 - 1"):
+        config.load("smoke", **override)
+    assert config.load("smoke", seed=config.INT_MAX).seed == config.INT_MAX  # the bound itself is allowed
+
+
+def test_an_integer_too_long_for_any_knob_names_its_line(tmp_path):
+    text = SMOKE.replace("seed: 0\n", f"seed: {10**30}\n")
+    with pytest.raises(
+        ConfigError, match=rf"p\.yaml:{_line(text, 'seed: 1')}: seed: an integer of 31 digits is out"
+    ):
+        config.load(_write(tmp_path, text))
+    text = SMOKE.replace("seed: 0\n", f"seed: {10**20}\n")  # short enough to read, too large for a knob
+    with pytest.raises(ConfigError, match=rf"p\.yaml:{_line(text, 'seed: 1')}: seed: .* is out of range"):
+        config.load(_write(tmp_path, text))
+
+
+# env.extra: each environment's settings are checked like a section (issue 29: they failed later in load_tasks)
+EXTRA = [
+    ("deepcoder: {t_max: 3, max_tests: 3}", "deepcoder: {t_max: 0, max_tests: 3}", r"env\.extra\.deepcoder\.t_max: 0 is out of range"),
+    ("deepcoder: {t_max: 3, max_tests: 3}", "deepcoder: {tmax: 3, max_tests: 3}",
+     r"unknown key 'env\.extra\.deepcoder\.tmax'; did you mean 'env\.extra\.deepcoder\.t_max'"),
+    ("deepcoder: {t_max: 3, max_tests: 3}", "deepcoder: {t_max: 3, max_tests: 3, source: hug}",
+     r"env\.extra\.deepcoder\.source: 'hug' is not one of \['bundled', 'hub'\]"),
+    ("deepcoder: {t_max: 3, max_tests: 3}", "deepcoder: {t_max: 3, sets: [kit, mbpp]}",
+     r"env\.extra\.deepcoder\.sets\[1\]: 'mbpp' is not one of"),
+    ("deepcoder: {t_max: 3, max_tests: 3}", "deepcoder: {t_max: 3.5}", r"env\.extra\.deepcoder\.t_max: expected an integer"),
+    ("bfcl: {category: multi_turn_base, turns_per_request: 1}", "bfcl: {category: multi_turn, turns_per_request: 1}",
+     r"env\.extra\.bfcl\.category: 'multi_turn' is not one of"),
+    ("bfcl: {category: multi_turn_base, turns_per_request: 1}", "bfcl: {source: hub, turns_per_request: 1}",
+     r"env\.extra\.bfcl\.source: 'hub' is not one of \['bundled'\]"),
+    ("intercode_sql: {t_max: 4}", "intercode_sql: {t_max: -4}", r"env\.extra\.intercode_sql\.t_max: -4 is out of range"),
+    ("intercode_sql: {t_max: 4}", "intercode_sql: {t_max: 4, source: hub, tasks_file: x.json}",
+     r"env\.extra\.intercode_sql\.tasks_file: applies to source 'bundled'"),
+    ("intercode_sql: {t_max: 4}", "intercode_sql: 4", r"env\.extra\.intercode_sql: expected a mapping of settings"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("old", "new", "match"), EXTRA)
+def test_env_extra_is_validated_with_file_line_and_key(tmp_path, old, new, match):
+    text = SMOKE.replace(old, new)
+    assert text != SMOKE
+    with pytest.raises(ConfigError, match=rf"p\.yaml:{_line(text, new)}: per_env\.\w+: {match}"):
+        config.load(_write(tmp_path, text))
+
+
+def test_env_extra_top_level_and_overrides_are_validated_too(tmp_path):
+    gpu = (config.CONFIG_DIR / "gpu.yaml").read_text()
+    text = gpu.replace("bfcl: {category: multi_turn_base, turns_per_request: 4}",
+                       "bfcl: {category: multi_turn_base, turns_per_request: 0}")  # fmt: skip
+    with pytest.raises(ConfigError, match=rf"p\.yaml:{_line(text, 'turns_per_request: 0')}: env\.extra\.bfcl\."
+                                          r"turns_per_request: 0 is out of range"):  # fmt: skip
+        config.load(_write(tmp_path, text))
+    with pytest.raises(
+        ConfigError, match=r"overrides: env\.extra\.frozenlake: .*the section env\.frozenlake"
+    ):
+        config.load("smoke", env={"extra": {"frozenlake": {"size": 4}}})
+    with pytest.raises(ConfigError, match=r"overrides: env\.extra\.deepcoder\.max_tests: 0 is out of range"):
+        config.load("smoke", series="deepcoder", env={"extra": {"deepcoder": {"max_tests": 0}}})
+    # only the keys given are kept (so settings(cfg), and every recipe hashing it, is what the profile says)
+    cfg = config.load("smoke", series="deepcoder", env={"extra": {"deepcoder": {"sets": ("kit",)}}})
+    assert cfg.env.extra["deepcoder"] == {"t_max": 3, "max_tests": 3, "sets": ["kit"]}
+
+
+@pytest.mark.parametrize(("env", "schema"), sorted(config.ENV_SETTINGS.items()))
+def test_env_settings_sections_match_each_load_tasks(env, schema):
+    """A section declares exactly the keyword arguments of its environment's load_tasks, with the same defaults."""
+    try:
+        cls = env_class(env)
+    except ImportError as e:  # pragma: no cover - an environment's optional dependency is missing
+        pytest.skip(f"{env}: {e}")
+    params = inspect.signature(cls.load_tasks).parameters
+    kwargs = {n: p.default for n, p in params.items() if p.kind is p.KEYWORD_ONLY}
+    kwargs["source"] = params["source"].default
+    hints = typing.get_type_hints(schema)
+    declared = {
+        f.name: config._coerce(hints[f.name], getattr(schema(), f.name), f.name)
+        for f in dataclasses.fields(schema)
+    }
+    normalised = {k: list(v) if isinstance(v, tuple) else v for k, v in kwargs.items()}
+    assert declared == normalised
+    assert env in available()
+
+
+KEYS = [
+    ("deepcoder: {t_max: 3, max_tests: 3}", "deepcoder: {[a, b]: 3, max_tests: 3}", "a key that is a list"),
+    ("deepcoder: {t_max: 3, max_tests: 3}", "deepcoder: {1: 3, t_max: 3}", "key '1'"),
+    ("deepcoder: {t_max: 3, max_tests: 3}", "deepcoder: {{a: 1}: 3}", "a key that is a mapping"),
+    ("  n_bootstrap: 50\n", "  n_bootstrap: 50\n  yes: 1\n", "key 'yes'"),
+    ("  n_bootstrap: 50\n", "  n_bootstrap: 50\n  ~: 1\n", "key '~'"),
+]
+
+
+@pytest.mark.parametrize(("old", "new", "what"), KEYS)
+def test_keys_that_are_not_names_are_refused_with_file_and_line(tmp_path, old, new, what):
+    """Issue 29: unhashable and mixed-type keys gave a raw TypeError without file or line."""
+    text = SMOKE.replace(old, new)
+    with pytest.raises(
+        ConfigError,
+        match=rf"p\.yaml:{_line(text, new.strip().splitlines()[-1])}: {re.escape(what)} under \S+ is not",
+    ):
+        config.load(_write(tmp_path, text))
+
+
+def test_override_keys_that_are_not_names_are_refused():
+    with pytest.raises(ConfigError, match=r"overrides\.env\.extra\.deepcoder: key 1 is not a name"):
+        config.load("smoke", env={"extra": {"deepcoder": {1: 3, "t_max": 3}}})
+    with pytest.raises(ConfigError, match=r"key \('a', 'b'\) is not a name"):
+        config.load("smoke", env={"extra": {"deepcoder": {("a", "b"): 3}}})
+
+
+def test_ten_thousand_deep_nesting_is_refused_with_file_and_line(tmp_path):
+    """Issue 29: 10,000-deep nesting gave a raw RecursionError without file or line."""
+    flow = SMOKE.replace(
+        "deepcoder: {t_max: 3, max_tests: 3}", "deepcoder: {t_max: " + "[" * 10_000 + "]" * 10_000 + "}"
+    )
+    with pytest.raises(ConfigError, match=rf"p\.yaml:{_line(flow, '[[[')}: per_env\.deepcoder\.env\.extra\."
+                                          r"deepcoder\.t_max\[0\].*: nested more than 32 levels"):  # fmt: skip
+        config.load(_write(tmp_path, flow))
+    mapping = "seed: 0\nenv:\n  extra:\n    deepcoder: " + "{a: " * 10_000 + "1" + "}" * 10_000 + "\n"
+    with pytest.raises(
+        ConfigError, match=r"m\.yaml:4: env\.extra\.deepcoder(\.a)+( \.\.\.)?: nested more than 32 levels"
+    ):
+        config.load(_write(tmp_path, mapping, "m.yaml"))
+    block = (
+        "seed: 0\nenv:\n  extra:\n" + "".join(" " * (i + 2) + f"k{i}:\n" for i in range(2, 40)) + "    x: 1\n"
+    )
+    with pytest.raises(
+        ConfigError, match=r"b\.yaml:\d+: env\.extra\.k2\.k3\S*( \.\.\.)?: nested more than 32 levels"
+    ):
+        config.load(_write(tmp_path, block, "b.yaml"))
+    deep: dict = {}
+    node = deep
+    for _ in range(10_000):
+        node = node.setdefault("a", {})
+    with pytest.raises(ConfigError, match=r"overrides\.env\.extra(\.a)+: nested more than 32 levels"):
+        config.load("smoke", env={"extra": deep})
+
+
+def test_a_recursive_alias_is_refused_with_file_line_and_key(tmp_path):
+    text = SMOKE.replace("  seeds: [0, 1]\n", "  seeds: &s [0, *s]\n")
+    with pytest.raises(
+        ConfigError, match=rf"p\.yaml:{_line(text, '&s')}: train\.seeds\[1\]: alias \*s refers"
+    ):
+        config.load(_write(tmp_path, text))
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [("  group_size: 4\n", "  group_size: 0\n"), ("\ntrain:\n", "\ntrian:\n"), ("  lr: 1.0e-4\n", "  lr: fast\n"),
+     ("  pass_t_k: 2\n", "  pass_t_k: 20\n")],
+)  # fmt: skip
+def test_top_level_mistakes_are_not_blamed_on_a_per_env_block(tmp_path, old, new):
+    """Issue 29: a mistake at the top of a profile with per_env blocks was reported as `per_env.deepcoder: ...`."""
+    text = SMOKE.replace(old, new)
+    with pytest.raises(ConfigError, match=rf"^\S*p\.yaml:{_line(text, new.strip())}: ") as err:
+        config.load(_write(tmp_path, text))
+    assert "per_env." not in str(err.value)  # (the list of known keys names the section per_env)
+
+
+def test_errors_outside_the_file_name_the_override_or_the_section(tmp_path):
+    with pytest.raises(ConfigError, match=r"^overrides: train\.critic_warmup: 10 is out of range"):
+        config.load("smoke", train__critic_warmup=10)
+    text = SMOKE.replace("  steps: 3\n", "  steps: 3\n  critic_warmup: 5\n")
+    with pytest.raises(
+        ConfigError, match=rf"p\.yaml:{_line(text, 'critic_warmup')}: train\.critic_warmup: 5"
+    ):
+        config.load(_write(tmp_path, text))
+    with pytest.raises(ConfigError, match=r"^overrides: train\.critic_warmup: 5 is out of range"):
+        config.load("cpu", train={"steps": 4, "critic_warmup": 5})
+
+
+@pytest.mark.parametrize(
+    "override",
+    [{"model__device": "cuda:²"}, {"model__device": "cuda:٣"}, {"run__skip": ["٠٧"]}, {"run__skip": ["0²"]}],
+)
+def test_digits_are_ascii_digits(override):
+    """Issue 29: str.isdigit() let 'cuda:²' through (torch cannot read it)."""
+    with pytest.raises(ConfigError, match=r"ASCII digits"):
+        config.load("smoke", **override)
+    assert config.load("smoke", model__device="cuda:1").model.device == "cuda:1"
+
+
+@pytest.mark.parametrize(
+    "name", ["smoke/models", "cpu/deepcoder", "..", ".hidden", "a b", "", "x" * 65, "ćpu"]
+)
+def test_a_profile_name_cannot_point_into_another_profiles_folder(tmp_path, name):
+    """Issue 29: `profile: smoke/models` named another profile's models folder, which `--fresh` then set aside."""
+    text = f"profile: {json.dumps(name)}\n" + SMOKE
+    with pytest.raises(ConfigError, match=r"p\.yaml:1: profile: .* is not a profile name"):
+        config.load(_write(tmp_path, text))
+
+
+def test_yaml_problems_of_every_kind_are_config_errors(tmp_path):
+    for text, match in [
+        (SMOKE + "---\nseed: 1\n", r"p\.yaml:\d+:\d+: YAML syntax error: but found another document"),
+        (
+            SMOKE.replace("seed: 0\n", "seed: !!python/object:os.system 0\n"),
+            r"p\.yaml:\d+:\d+: YAML syntax error",
+        ),
+        (
+            SMOKE.replace("seed: 0\n", "seed: *nope\n"),
+            r"p\.yaml:\d+:\d+: YAML syntax error: found undefined alias",
+        ),
+        ("- 1\n- 2\n", r"p\.yaml:1: a profile must be a mapping"),
+    ]:
+        with pytest.raises(ConfigError, match=match):
+            config.load(_write(tmp_path, text))
+    (tmp_path / "p.yaml").write_bytes(b"seed: \xff\n")
+    with pytest.raises(ConfigError, match=r"p\.yaml: not UTF-8 text"):
+        config.load(tmp_path / "p.yaml")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -48,7 +49,7 @@ def run(code: str, results: Path, crash: str | None = None, *args: str) -> int:
     if crash:
         env["KIT_CRASH_AT"] = crash
     return subprocess.run([sys.executable, "-c", code, json.dumps(OVERRIDES), *args], env=env, cwd=config.REPO_ROOT,
-                          capture_output=True, timeout=300).returncode  # fmt: skip
+                          capture_output=True, timeout=1500).returncode  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -136,3 +137,113 @@ def test_sweep_killed_mid_append_completes_to_the_same_records(point, shared_bas
         )
 
     assert records(killed) == records(ref)
+
+
+# ------------------------------------------------------------- issue 29: one writer per folder, a full disk
+
+
+def start(code: str, results: Path, *args: str, fsize: int | None = None) -> subprocess.Popen:
+    """`code` in a process of its own writing to `results` (with a file-size limit of `fsize` bytes: writes past it
+    fail with EFBIG, as a full disk fails with ENOSPC)."""
+    import resource
+
+    def limit() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
+
+    env = {**os.environ, "KIT_RESULTS": str(results), "OMP_NUM_THREADS": "1"}
+    env.pop("KIT_CRASH_AT", None)
+    return subprocess.Popen([sys.executable, "-c", code, json.dumps(OVERRIDES), *args], env=env,
+                            cwd=config.REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=limit if fsize else None)  # fmt: skip
+
+
+def test_two_rl_runs_into_one_results_root_leave_one_row_per_step(shared_base, reference, tmp_path):
+    """Issue 29: two RL runs into one results root both exited 0 and left 25-32 duplicated, out-of-order rows in
+    metrics.jsonl (17 expected). Now the second waits for the first and then finds the run finished."""
+    results = fresh(tmp_path, "two", shared_base)
+    runs = [start(RL, results), start(RL, results)]
+    outs = [p.communicate(timeout=900) for p in runs]
+    assert [p.returncode for p in runs] == [0, 0], [err[-2000:] for _, err in outs]
+    rows, weights = final_state(results)
+    ref_rows, ref_weights = reference
+    assert [r["step"] for r in rows] == list(range(OVERRIDES["train"]["steps"] + 1))
+    assert strip_timing(rows) == strip_timing(ref_rows)
+    for k in weights:
+        torch.testing.assert_close(weights[k], ref_weights[k], rtol=0, atol=0)
+
+
+def test_a_second_rl_run_waits_for_the_writer_of_its_folder(shared_base, reference, tmp_path):
+    """Deterministically overlapped: a process holds the run's folder; the RL run says it waits, and once the
+    holder is gone it trains the run to the uninterrupted result."""
+    from helpers import train
+
+    results = fresh(tmp_path, "wait", shared_base)
+    with store.results_at(results):
+        out = train.rl_dir(config.load("smoke", **OVERRIDES), "full")
+    holder = subprocess.Popen([sys.executable, "-c", "import sys; from pathlib import Path; from helpers import store; "
+                               "store.acquire(Path(sys.argv[1]), wait=False); print('held', flush=True); "
+                               "sys.stdin.read()", str(out)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                              cwd=config.REPO_ROOT)  # fmt: skip
+    assert holder.stdout.readline().strip() == "held"
+    second = start(RL, results)
+    line = second.stderr.readline()
+    while line and "waiting for" not in line:
+        line = second.stderr.readline()
+    assert f"waiting for process {holder.pid}" in line
+    assert not (out / "metrics.jsonl").exists()  # nothing written while it waits
+    holder.stdin.close()
+    holder.wait(timeout=60)
+    second.communicate(timeout=900)
+    assert second.returncode == 0
+    rows, _ = final_state(results)
+    assert strip_timing(rows) == strip_timing(reference[0])
+
+
+def test_two_sweeps_at_once_leave_each_record_once(shared_base, tmp_path):
+    """Issue 29: two sweeps at once left 2688 records instead of 1536. Now one writes, and the other either stops
+    at once with FolderBusy naming it, or (started after it) finds every cell done."""
+    ref = fresh(tmp_path, "ref", shared_base)
+    assert run(SWEEP, ref, None, str(ref / "sweep.jsonl")) == 0
+    both = fresh(tmp_path, "both", shared_base)
+    sweeps = [start(SWEEP, both, str(both / "sweep.jsonl")) for _ in range(2)]
+    outs = [p.communicate(timeout=900) for p in sweeps]
+    for p, (_, err) in zip(sweeps, outs, strict=True):
+        assert p.returncode == 0 or ("FolderBusy" in err and "is being written by process" in err), err[
+            -2000:
+        ]
+    assert 0 in [p.returncode for p in sweeps]
+
+    def records(results: Path) -> list[str]:
+        rows = store.Records(results / "sweep.jsonl").read()
+        return sorted(
+            json.dumps({k: v for k, v in r.items() if k != "agent_id"}, sort_keys=True) for r in rows
+        )
+
+    assert records(both) == records(ref)  # each record once: as many as one sweep writes
+
+
+def test_an_rl_run_on_a_full_disk_stops_clearly_and_resumes_exactly(shared_base, reference, tmp_path):
+    """Issue 29: a full disk gave torch's `basic_ios::clear` and left a partial .tmp. Now the error names the file
+    and what to do, nothing half-written is left, and the run resumes to the uninterrupted result once there is
+    room. (RLIMIT_FSIZE makes the checkpoint's write fail for real, EFBIG, without filling the machine's disk.)"""
+    from helpers import train
+
+    results = fresh(tmp_path, "full", shared_base)
+    with store.results_at(results):
+        out = train.rl_dir(config.load("smoke", **OVERRIDES), "full")
+    size = (
+        (shared_base / "model.safetensors").stat().st_size
+    )  # a checkpoint holds the weights and 2 Adam moments
+    first = start(RL, results, fsize=2 * size)
+    _, err = first.communicate(timeout=900)
+    assert first.returncode == 1, err[-2000:]
+    pattern = r"DiskFull: \[Errno 27\] disk full: could not write \S+checkpoint-000002\.pt \(File too large"
+    assert re.search(pattern, err), err[-2000:]
+    assert "basic_ios" not in err.splitlines()[-1]
+    assert not [p.name for p in out.rglob("*.tmp")] and not list(out.glob("checkpoint-*.pt"))
+    assert run(RL, results) == 0
+    rows, weights = final_state(results)
+    assert strip_timing(rows) == strip_timing(reference[0])
+    for k in weights:
+        torch.testing.assert_close(weights[k], reference[1][k], rtol=0, atol=0)

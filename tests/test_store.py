@@ -1,4 +1,11 @@
 import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
 
 import matplotlib.pyplot as plt
 import pandas as pd
@@ -101,3 +108,160 @@ def test_runtime_inputs_fail_at_once_naming_the_problem(tmp_path):
         )
     with pytest.raises(ValueError, match="frozenlake: no test tasks"):
         load_tasks("frozenlake", "test", n=0, size=4, t_max=4, n_train=10, n_test=5)
+
+
+# ------------------------------------------------------------------------ issue 29: one writer per folder
+
+HOLDER = """
+import sys
+from pathlib import Path
+from helpers import store
+store.acquire(Path(sys.argv[1]), wait=False)
+print("held", flush=True)
+sys.stdin.read()
+"""
+
+
+@pytest.fixture
+def holder():
+    """Start a process that holds the lock of a folder until told to stop (its stdin closed) or killed."""
+    started = []
+
+    def start(folder: Path) -> subprocess.Popen:
+        p = subprocess.Popen([sys.executable, "-c", HOLDER, str(folder)], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True, cwd=config.REPO_ROOT,
+                             env={**os.environ, "PYTHONPATH": str(config.REPO_ROOT)})  # fmt: skip
+        started.append(p)
+        assert p.stdout.readline().strip() == "held"
+        return p
+
+    yield start
+    for p in started:
+        if p.poll() is None:
+            p.kill()
+        p.wait(timeout=60)
+
+
+def test_a_second_writer_of_a_results_folder_stops_and_names_the_first(tmp_path, holder, monkeypatch):
+    monkeypatch.setattr(store, "_held", {})
+    with store.results_at(tmp_path):
+        folder = store.profile_dir("smoke") / "03_pass_at_kt_sweep"
+        first = holder(folder)
+        with pytest.raises(
+            store.FolderBusy, match=rf"03_pass_at_kt_sweep is being written by process {first.pid} "
+        ):
+            store.open_run("smoke", "03_pass_at_kt_sweep")
+        with pytest.raises(store.FolderBusy, match=rf"process {first.pid}"):
+            store.Records(folder / "sweep_records.jsonl").append({"x": 1})
+        assert (
+            not (folder / "sweep_records.jsonl").exists()
+            or not store.Records(folder / "sweep_records.jsonl").read()
+        )
+        first.kill()  # the kernel releases the lock of a process that dies, however it dies
+        first.wait()
+        run = store.open_run("smoke", "03_pass_at_kt_sweep")
+        run.records("sweep_records").append({"x": 1})
+        assert run.records("sweep_records").read() == [{"x": 1}]
+        assert store.open_run("smoke", "03_pass_at_kt_sweep").dir == run.dir  # re-entrant within a process
+
+
+def test_a_waiting_writer_goes_on_once_the_first_is_done(tmp_path, holder, monkeypatch, capsys):
+    monkeypatch.setattr(store, "_held", {})
+    folder = tmp_path / "models" / "full-s0-0123456789"
+    first = holder(folder)
+    threading.Timer(1.0, first.stdin.close).start()  # the first writer finishes a second from now
+    t0 = time.monotonic()
+    with store.one_writer(folder, wait=True):
+        assert time.monotonic() - t0 >= 0.9
+        assert folder.resolve() in store._held
+    assert folder.resolve() not in store._held
+    assert f"waiting for process {first.pid}" in capsys.readouterr().err
+
+
+def test_fresh_moves_nothing_while_a_writer_is_at_work(tmp_path, holder, monkeypatch):
+    from helpers import run
+
+    monkeypatch.setattr(store, "_held", {})
+    with store.results_at(tmp_path):
+        cfg = config.load("smoke")
+        folder = store.profile_dir("smoke") / "01_grpo_training"
+        folder.mkdir(parents=True)
+        first = holder(folder)
+        with pytest.raises(
+            run.RunError, match=rf"--fresh: .*01_grpo_training is being written by process {first.pid}"
+        ):
+            run.set_aside(cfg)
+        assert folder.is_dir() and not list(tmp_path.glob(".previous-*"))
+        first.stdin.close()
+        first.wait(timeout=60)
+        assert run.set_aside(cfg) is not None and not folder.exists()
+
+
+# ---------------------------------------------------------------------------------- issue 29: a full disk
+
+
+@pytest.fixture
+def small_fs(tmp_path):
+    """A 4 MiB tmpfs, so that ENOSPC is real without filling the machine's disk (needs root, as in CI)."""
+    mnt = tmp_path / "fs"
+    mnt.mkdir()
+    got = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mnt)], capture_output=True, text=True
+    )
+    if got.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here (needs root and CAP_SYS_ADMIN): {got.stderr.strip()}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def _fill(mnt: Path, leave: int) -> None:
+    """Fill the filesystem at `mnt` until about `leave` bytes are free."""
+    with (mnt / "filler").open("wb") as f:
+        try:
+            while shutil.disk_usage(mnt).free > leave:
+                f.write(b"\0" * min(65536, max(4096, shutil.disk_usage(mnt).free - leave)))
+                f.flush()
+        except OSError:
+            pass
+
+
+def test_write_atomic_on_a_full_disk_keeps_the_old_file_and_no_tmp(small_fs):
+    path = small_fs / "metrics.json"
+    store.write_atomic(path, "old\n")
+    _fill(small_fs, 64 * 1024)
+    with pytest.raises(store.DiskFull, match=r"disk full: could not write .*metrics\.json .*MiB free.*Nothing "
+                                             r"half-written was left behind"):  # fmt: skip
+        store.write_atomic(path, "x" * (1 << 20))
+    assert path.read_text() == "old\n" and not list(small_fs.glob("*.tmp"))
+
+
+def test_records_on_a_full_disk_keep_every_whole_record(small_fs):
+    rec = store.Records(small_fs / "sweep.jsonl")
+    rec.append([{"i": i} for i in range(10)])
+    _fill(small_fs, 64 * 1024)
+    with pytest.raises(store.DiskFull, match=r"sweep\.jsonl .*the records written so far are kept"):
+        rec.append([{"i": i, "pad": "x" * 1000} for i in range(10, 1000)])
+    assert store.Records(small_fs / "sweep.jsonl").read() == [{"i": i} for i in range(10)]
+    assert (small_fs / "sweep.jsonl").read_bytes().endswith(b"\n")  # cut back to the last whole record
+
+
+def test_a_checkpoint_on_a_full_disk_is_a_clear_error_and_leaves_no_tmp(small_fs):
+    """Issue 29: a full disk gave torch's `basic_ios::clear` and left a partial checkpoint .tmp."""
+    import torch
+
+    from helpers import rl_runs
+
+    model = torch.nn.Linear(256, 256)
+    opt = torch.optim.AdamW(model.parameters())
+    model(torch.ones(1, 256)).sum().backward()
+    opt.step()
+    rl_runs.save_checkpoint(small_fs, 2, model, opt)  # about 0.8 MB: fits
+    _fill(small_fs, 300 * 1024)
+    with pytest.raises(store.DiskFull, match=r"could not write .*checkpoint-000004\.pt .*the run resumes from "
+                                             r"checkpoint-000002\.pt") as err:  # fmt: skip
+        rl_runs.save_checkpoint(small_fs, 4, model, opt)
+    assert "basic_ios" not in str(err.value)
+    assert sorted(p.name for p in small_fs.iterdir()) == ["checkpoint-000002.pt", "filler"]
+    assert rl_runs.resume(small_fs, "cpu", model, opt) == 2

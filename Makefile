@@ -28,15 +28,15 @@ install:
 reproduce: install
 	$(PY) -m helpers.run --profile $(PROFILE) --fresh
 
-# Every test, in two processes side by side (the smoke series of the four environments, and everything else),
-# sharing one folder of built bases (KIT_BASE_CACHE); the series' output is printed when both are done.
-# One torch thread per process (OMP_NUM_THREADS, inherited by kernels and workers): two processes, two cores.
+# Every test, in two pytest-xdist workers (`-n 2`: two cores) that share one folder of built bases
+# (KIT_BASE_CACHE) and the smoke series (each environment's series runs once, in whichever worker reaches it
+# first; tests/conftest.py groups the tests that share a fixture). One torch thread per process
+# (OMP_NUM_THREADS, inherited by kernels and workers), so the workers never oversubscribe the two cores.
+WORKERS ?= 2
 test: lint
 	@cache=$$(mktemp -d); export KIT_BASE_CACHE=$$cache OMP_NUM_THREADS=1; \
-	$(PY) -m pytest -q -m series --durations=15 > $$cache/series.log 2>&1 & series=$$!; \
-	$(PY) -m pytest -q -m "not series" --durations=30; rest=$$?; \
-	wait $$series; rc=$$?; echo "--- the smoke series (pytest -m series):"; cat $$cache/series.log; \
-	rm -rf $$cache; test $$rest -eq 0 && test $$rc -eq 0
+	$(PY) -m pytest -q -n $(WORKERS) --dist loadgroup --no-loadscope-reorder --durations=30; rc=$$?; \
+	rm -rf $$cache; exit $$rc
 
 # The edit loop: lint and the fast tests (no training, no kernels, no smoke series, no Run All).
 check: lint

@@ -16,6 +16,9 @@ from matplotlib.ticker import FuncFormatter, NullLocator
 from helpers import fmt, metrics
 
 sns.set_theme(style="whitegrid", context="notebook")
+# Every legend names loc="best" itself: matplotlib warns when placing a legend at the default loc took more than a
+# second of wall-clock time. The placement does not depend on the time, only the warning does (a loaded machine
+# printed it into notebook 04's output), and matplotlib gives it only where loc was left to its default.
 PALETTE = {
     "base": "#7f7f7f",
     "sharp": "#9467bd",
@@ -101,7 +104,7 @@ def upper_bound(df: pd.DataFrame, t_max: int) -> plt.Figure:
     ax.set(
         xlabel="turn budget T", ylabel="success probability", ylim=(-0.02, 1.02), title="FrozenLake test maps"
     )
-    ax.legend(frameon=False, fontsize=9)
+    ax.legend(frameon=False, fontsize=9, loc="best")
     return fig
 
 
@@ -130,7 +133,7 @@ def testbed(curve: pd.DataFrame, t_max: int) -> plt.Figure:
         )
     ax1.axvline(t_max, color="k", lw=0.8, alpha=0.3)
     ax1.set(xlabel="turn budget T", ylabel="success within T turns", ylim=(0, 1), title="test maps")
-    ax1.legend(frameon=False, fontsize=8)
+    ax1.legend(frameon=False, fontsize=8, loc="best")
     ax2.bar(curve["T"], 100 * (curve["upper_bound"] - curve["stationary"]), color=PALETTE["upper bound"])
     ax2.set(xlabel="turn budget T", ylabel="points", title="value of knowing the budget")
     fig.tight_layout()
@@ -178,7 +181,7 @@ def seed_curves(
     handles, labels = axes[0, 0].get_legend_handles_labels()
     handles.append(plt.Line2D([], [], color="#999999", lw=0.6))
     labels.append("thin lines: single seeds")
-    axes[0, 0].legend(handles, labels, frameon=False, fontsize=7)
+    axes[0, 0].legend(handles, labels, frameon=False, fontsize=7, loc="best")
     if title:
         fig.suptitle(title)
     fig.tight_layout()
@@ -196,7 +199,7 @@ def training_curves(m: pd.DataFrame, title: str) -> plt.Figure:
     ev = m.dropna(subset=["eval_success"])
     ax1.plot(ev["step"], ev["eval_success"], marker="o", color=PALETTE["grpo"], label="R_multi (full budget)")
     ax1.set(xlabel="RL step", ylabel="success", title=f"{title}: trajectory level", ylim=(-0.02, 1.02))
-    ax1.legend(frameon=False, fontsize=8)
+    ax1.legend(frameon=False, fontsize=8, loc="best")
     rs = m.dropna(subset=["r_single"])
     ax2.plot(rs["step"], rs["r_single"], marker="o", color=PALETTE["budgetmix"])
     ax2.set(xlabel="RL step", ylabel="R_single (mean step quality)", title=f"{title}: step level")
@@ -211,7 +214,7 @@ def compare_curves(runs: dict[str, pd.DataFrame], column: str, ylabel: str) -> p
         d = m.dropna(subset=[column])
         ax.plot(d["step"], d[column], marker="o", label=name, color=_color(name))
     ax.set(xlabel="RL step", ylabel=ylabel)
-    ax.legend(frameon=False)
+    ax.legend(frameon=False, loc="best")
     return fig
 
 
@@ -249,7 +252,7 @@ def budget_bars(table: pd.DataFrame, upper: dict | None = None, ci: float = 0.95
     ax.set_xticks(range(len(fracs)), [f"{f:.0%}\n(T={b})" for f, b in zip(fracs, budgets, strict=True)])
     ax.set(xlabel="turn budget (fraction of T_max)", ylabel="success rate", ylim=(0, 1.05))
     ax.set_title(f"error bars: {interval_note(ci, _seeds_tasks(table))}", fontsize=9)
-    ax.legend(frameon=False, fontsize=8, ncol=2)
+    ax.legend(frameon=False, fontsize=8, ncol=2, loc="best")
     return fig
 
 
@@ -288,7 +291,7 @@ def pass_at_k_curves(table: pd.DataFrame, upper: dict | None = None, ci: float =
     for ax in axes.flat[len(Ts) :]:
         ax.axis("off")
     axes[0, 0].set_ylabel("Pass@(K, T)")
-    axes[0, 0].legend(frameon=False, fontsize=7)
+    axes[0, 0].legend(frameon=False, fontsize=7, loc="best")
     if has_band:
         fig.suptitle(f"Pass@(K, T); bands: {interval_note(ci, _seeds_tasks(table))}", fontsize=10)
     fig.tight_layout()
@@ -311,7 +314,7 @@ def pass_at_t_curves(
         ax.plot(Ts, [upper[T] for T in Ts], "k--", lw=1, label="structural upper bound")
     ax.set(xlabel="turn budget T", ylabel=f"Pass@(K={k}, T)", ylim=(0, 1.02))
     ax.set_title(f"bands: {interval_note(ci, _seeds_tasks(table))}", fontsize=9)
-    ax.legend(frameon=False, fontsize=8)
+    ax.legend(frameon=False, fontsize=8, loc="best")
     return fig
 
 
@@ -349,14 +352,14 @@ def quality_distributions(
         if name in per_state:
             ax1.hist(per_state[name], bins=bins, alpha=0.45, label=name, color=_color(name))
     ax1.set(xlabel="mean step quality at the state (normalised Q*)", ylabel="states", title=n)
-    ax1.legend(frameon=False)
+    ax1.legend(frameon=False, loc="best")
     for other in ("base", "sharp"):
         if other in per_state:
             ax2.hist(per_state["rl"] - per_state[other], bins=41, alpha=0.5, color=_color(other),
                      label=f"RL minus {other}")  # fmt: skip
     ax2.axvline(0, color="k", lw=0.8)
     ax2.set(xlabel="difference of mean quality", ylabel="states", title=n)
-    ax2.legend(frameon=False, fontsize=8)
+    ax2.legend(frameon=False, fontsize=8, loc="best")
     fig.tight_layout()
     return fig
 
@@ -413,7 +416,7 @@ def error_recovery(superior: dict, continuation: pd.DataFrame, ci: float = 0.95)
             yerr=[d["success"] - d["low"], d["high"] - d["success"]], capsize=4)  # fmt: skip
     if "upper_bound" in d:
         ax2.axhline(float(d["upper_bound"].iloc[0]), color="k", ls="--", lw=1, label="upper bound")
-        ax2.legend(frameon=False, fontsize=8)
+        ax2.legend(frameon=False, fontsize=8, loc="best")
     n = ""
     if "n_states" in d:
         n = f"n = {int(d['n_states'].iloc[0])} error states"
@@ -457,7 +460,7 @@ def nll_histograms(nll: pd.DataFrame, quantile: float = 0.99) -> plt.Figure:
     ax.set_xlim(0, edges[-1])
     ax.set(xlabel="per-token NLL under the base policy (nats)", ylabel="density")
     ax.set_title(title, fontsize=9)
-    ax.legend(frameon=False, fontsize=8)
+    ax.legend(frameon=False, fontsize=8, loc="best")
     return fig
 
 
@@ -488,7 +491,7 @@ def llr_curves(summary: pd.DataFrame, ci: float = 0.95, min_n: int = 10) -> plt.
     )
     ax.set(ylabel="cumulative log π_RL − log π_base")
     ax.set_title("mean over the trajectories still running at turn t", fontsize=9)
-    ax.legend(frameon=False, fontsize=7)
+    ax.legend(frameon=False, fontsize=7, loc="best")
     axn.axhline(min_n, color="k", lw=0.6, ls="--")
     axn.set_yscale("log")
     axn.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
@@ -527,7 +530,7 @@ def budget_lines(table: pd.DataFrame, upper: dict | None = None, ci: float = 0.9
         ax.set(title=title, xlabel="turn budget (fraction of T_max)", ylim=(0, 1.02))
         ax.set_xticks(sorted(t["fraction"].unique()), [f"{f:.0%}" for f in sorted(t["fraction"].unique())])
     axes[0].set_ylabel("success rate")
-    axes[0].legend(frameon=False, fontsize=8)
+    axes[0].legend(frameon=False, fontsize=8, loc="best")
     fig.suptitle(f"error bars: {interval_note(ci, _seeds_tasks(t))}", fontsize=9)
     fig.tight_layout()
     return fig
@@ -559,6 +562,6 @@ def precision_curve(
            ylim=(0, 1.02))  # fmt: skip
     ax.set_title(f"oracle-Q: how precise must the step signal be?\nerror bars and bands: {interval_note(ci, what)}",
                  fontsize=9)  # fmt: skip
-    ax.legend(frameon=False, fontsize=8, title="budget (dashed: GRPO)", title_fontsize=8)
+    ax.legend(frameon=False, fontsize=8, title="budget (dashed: GRPO)", title_fontsize=8, loc="best")
     fig.tight_layout()
     return fig

@@ -13,6 +13,12 @@ files need not carry them:
   test too);
 - `gpu`, `vllm`: skipped without a CUDA device or vllm.
 `make check` runs the tests that are none of slow, series, interactive; `make test` runs all of them.
+
+Parallel runs (`make test`: pytest-xdist, `-n 2 --dist loadgroup`). Each test is given an `xdist_group`, so that
+what shares an expensive fixture runs in one worker: a test file is one group (its module fixtures are built
+once), except that the smoke series is one group per environment (each series runs once, in the worker that
+took it, and the four spread over both workers) and Run All is one group per notebook (its fixture only copies
+the committed results).
 """
 
 from __future__ import annotations
@@ -40,13 +46,25 @@ SERIES_FIXTURES = {"smoke_series"}
 SLOW_TESTS = {"test_every_humaneval_canonical_solution_passes"}
 
 
+@pytest.fixture(scope="session")
+def shared_tmp(tmp_path_factory) -> Path:
+    """A temporary folder that every worker of the session shares (pytest-xdist gives each worker a base temporary
+    folder of its own, inside one shared by all of them): what is built there once is used by every worker."""
+    base = tmp_path_factory.getbasetemp()
+    shared = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "shared"
+    shared.mkdir(exist_ok=True)
+    return shared
+
+
 @pytest.fixture(autouse=True, scope="session")
-def _base_cache(tmp_path_factory):
-    """One folder of built bases for the session (left alone when KIT_BASE_CACHE is set already)."""
+def _base_cache(shared_tmp):
+    """One folder of built bases for the session, shared by its workers (left alone when KIT_BASE_CACHE is set
+    already, as `make test` does)."""
     if os.environ.get("KIT_BASE_CACHE"):
         yield Path(os.environ["KIT_BASE_CACHE"])
         return
-    cache = tmp_path_factory.mktemp("base_cache")
+    cache = shared_tmp / "base_cache"
+    cache.mkdir(exist_ok=True)
     os.environ["KIT_BASE_CACHE"] = str(cache)
     yield cache
     os.environ.pop("KIT_BASE_CACHE", None)
@@ -90,7 +108,29 @@ def pytest_collection_modifyitems(config, items):
             or item.get_closest_marker("interactive")
         ):
             item.add_marker(pytest.mark.slow)
+        item.add_marker(pytest.mark.xdist_group(_group(item, name)))
         if item.get_closest_marker("gpu") and not has_cuda:
             item.add_marker(pytest.mark.skip(reason="needs a CUDA device"))
         if item.get_closest_marker("vllm") and not has_vllm:
             item.add_marker(pytest.mark.skip(reason="needs vllm"))
+    # the longest groups first (a stable sort: each file keeps its order), so that two workers end together
+    items[:] = sorted(items, key=_cost_rank)
+
+
+def _cost_rank(item) -> int:
+    """0 the smoke series, 1 Run All, 2 other slow tests, 3 the fast ones: the order the workers take them in."""
+    for rank, marker in enumerate(("series", "interactive", "slow")):
+        if item.get_closest_marker(marker):
+            return rank
+    return 3
+
+
+def _group(item, file: str) -> str:
+    """The xdist group of a test (see the module docstring): its file, its environment's smoke series, or its
+    notebook's Run All."""
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    if item.get_closest_marker("series"):
+        return f"series-{params.get('series') or 'default'}"
+    if item.get_closest_marker("interactive") and "path" in params:
+        return f"run-all-{params['path'].stem}"
+    return file

@@ -26,20 +26,23 @@ SERIES = [None, *(e for e in run.ALL_ENVS if e != "frozenlake")]
 
 
 @pytest.fixture(scope="session")
-def smoke_series(tmp_path_factory):
+def smoke_series(shared_tmp):
     """`smoke_series(series)` runs that series once per session, on first use, and returns (results root, the
     runner's exit code): `-k bfcl` runs bfcl's series only. Every series writes under one root, as `make reproduce`
-    lays them out, and shares the session's smoke base (conftest's KIT_BASE_CACHE)."""
-    root = tmp_path_factory.mktemp("smoke_results")
-    codes: dict = {}
+    lays them out, and shares the session's smoke base (conftest's KIT_BASE_CACHE). The root is shared by the
+    session's workers (pytest-xdist): the worker that needs a series first runs it, holding its lock
+    (`store.one_writer`), and a worker that needs it meanwhile waits for it and reads its exit code."""
+    root = shared_tmp / "smoke_results"
+    root.mkdir(exist_ok=True)
 
     def get(series: str | None):
-        if series not in codes:
-            with store.results_at(root):
-                codes[series] = run.main(
-                    ["--profile", "smoke", *([] if series is None else ["--env", series])]
-                )
-        return root, codes[series]
+        done = root / f"series-{series or 'default'}.json"
+        with store.one_writer(done.with_suffix(".running"), wait=True):
+            if not done.exists():
+                with store.results_at(root):
+                    code = run.main(["--profile", "smoke", *([] if series is None else ["--env", series])])
+                store.write_atomic(done, json.dumps({"exit_code": code}))
+        return root, json.loads(done.read_text())["exit_code"]
 
     return get
 

@@ -284,3 +284,33 @@ def test_table_keeps_labels_precise_and_handles_repeated_columns():
     assert t.iloc[1].tolist() == ["0.0", "0.0"]
     t = plots.table(pd.DataFrame([[0.5, 0.25]], columns=["x", "x"]))
     assert t.iloc[0].tolist() == ["0.500", "0.250"]
+
+
+def test_a_slow_legend_placement_prints_nothing(monkeypatch):
+    """matplotlib warns when placing a legend at its default loc took over a second of wall-clock time (on a loaded
+    machine it reached notebook 04's output); the placement does not depend on the time, so every legend of the
+    kit names loc="best" itself. Here the clock jumps 2 s at every reading: a default-loc legend warns (the
+    control), the kit's figure does not."""
+    import warnings
+
+    import matplotlib.legend
+
+    clock = iter(range(0, 10**8, 2))
+    monkeypatch.setattr(matplotlib.legend.time, "perf_counter", lambda: float(next(clock)))
+
+    def legend_warnings(fig) -> list[str]:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            fig.canvas.draw()
+        plt.close(fig)
+        return [str(w.message) for w in caught if "legend" in str(w.message)]
+
+    fig, ax = plt.subplots()
+    ax.plot(range(10), label="a")
+    ax.legend()
+    assert legend_warnings(fig), "the slow clock no longer reaches matplotlib's warning"
+    runs = {
+        name: pd.DataFrame({"step": [0, 1], "R_single": [0.1, y]})
+        for name, y in (("grpo", 0.2), ("budgetmix", 0.3))
+    }
+    assert legend_warnings(plots.compare_curves(runs, "R_single", "R_single")) == []

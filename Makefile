@@ -40,7 +40,7 @@ test: lint
 
 # The edit loop: lint and the fast tests (no training, no kernels, no smoke series, no Run All).
 check: lint
-	$(PY) -m pytest -q -m "not slow and not series and not interactive"
+	OMP_NUM_THREADS=1 $(PY) -m pytest -q -n $(WORKERS) --dist loadgroup -m "not slow and not series and not interactive"
 
 # Compare a run's metrics.json with the committed run, leaf by leaf, timings ignored (helpers.verify):
 #   make verify                      results/cpu against results/cpu as committed at HEAD

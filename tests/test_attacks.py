@@ -226,7 +226,7 @@ def test_nothing_the_program_writes_is_taken_as_a_verdict(name, token):
     ]
     # a short stall guard: a forger that never answers (the runner replaced) waits it out once per test, and what
     # is under test is that nothing it writes is a verdict, not the guard's default length (60 s)
-    limits = sandbox.Limits(timeout_s=0.5, memory_mb=256, audit_hook=False, wall_s=5.0)
+    limits = sandbox.Limits(timeout_s=0.5, memory_mb=256, audit_hook=False, wall_s=2.0)
     assert_contained(sandbox.run_program(prog, tests, limits=limits), token)
     assert_contained(sandbox.run_program(prog, tests, limits=limits, batch=False), token)
 

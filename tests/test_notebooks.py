@@ -32,10 +32,8 @@ def smoke_series(shared_tmp):
     lays them out, and shares the session's smoke base (conftest's KIT_BASE_CACHE). The root is shared by the
     session's workers (pytest-xdist): the worker that needs a series first runs it, holding its lock
     (`store.one_writer`), and a worker that needs it meanwhile waits for it and reads its exit code."""
-    root, marks = (
-        shared_tmp / "smoke_results",
-        shared_tmp / "smoke_series",
-    )  # the marks and locks outside the root
+    root = shared_tmp / "smoke_results"
+    marks = shared_tmp / "smoke_series"  # each series' exit code and lock, outside the results root
     root.mkdir(exist_ok=True)
     marks.mkdir(exist_ok=True)
 

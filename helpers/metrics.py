@@ -282,18 +282,34 @@ def crossed_bootstrap(
     if len(n_tasks) != 1:
         raise ValueError(f"arrays must share their tasks (columns), got {sorted(n_tasks)}")
     (T,) = n_tasks
+    # The draws, in the order a loop over draws makes them (tasks, then each array's seeds), so the interval is
+    # the same to the last bit as one drawn and averaged draw by draw; the means are then taken in blocks of draws.
     rng = np.random.default_rng(seed)
-    stats = np.empty(n_boot)
+    tasks = np.empty((n_boot, T), dtype=np.intp)
+    seeds = {k: np.empty((n_boot, a.shape[0]), dtype=np.intp) for k, a in arrs.items()}
     for i in range(n_boot):
-        tasks = rng.integers(0, T, size=T)
-        means = {}
+        tasks[i] = rng.integers(0, T, size=T)
         for k, a in arrs.items():
-            seeds = rng.integers(0, a.shape[0], size=a.shape[0])
-            means[k] = float(np.nanmean(a[np.ix_(seeds, tasks)]))
-        stats[i] = combine(means)
+            seeds[k][i] = rng.integers(0, a.shape[0], size=a.shape[0])
+    means = {k: _resampled_means(a, seeds[k], tasks) for k, a in arrs.items()}
+    stats = np.array([combine({k: float(m[i]) for k, m in means.items()}) for i in range(n_boot)])
     point = combine({k: float(np.nanmean(a)) for k, a in arrs.items()})
     low, high = np.percentile(stats, [100 * (1 - ci) / 2, 100 * (1 + ci) / 2])
     return float(point), float(low), float(high)
+
+
+def _resampled_means(a: np.ndarray, seeds: np.ndarray, tasks: np.ndarray, block: int = 1 << 22) -> np.ndarray:
+    """NaN-mean of a[seeds[i]][:, tasks[i]] for every draw i: each draw's [n_seeds, n_tasks] block laid out as one
+    row and averaged along it, as `np.nanmean` averages the block alone (the same sum, in the same order)."""
+    n_boot, (S, T) = len(tasks), a.shape
+    out = np.empty(n_boot)
+    step = max(1, block // (S * T))
+    for lo in range(0, n_boot, step):
+        hi = min(n_boot, lo + step)
+        out[lo:hi] = np.nanmean(
+            a[seeds[lo:hi, :, None], tasks[lo:hi, None, :]].reshape(hi - lo, S * T), axis=1
+        )
+    return out
 
 
 def nested_bootstrap(
@@ -384,12 +400,22 @@ def seed_bands(
             for method, by_seed in runs.items()}  # fmt: skip
 
 
-def _seed_task(cell: pd.DataFrame, names: list[str], value: str) -> np.ndarray:
-    """[len(names), n_tasks] array of `value` per (agent, task) of one cell, tasks in one shared order."""
-    wide = cell.pivot_table(index="task_id", columns="model", values=value)
-    missing = [n for n in names if n not in wide.columns]
+def _cells(per_task: pd.DataFrame, by: list[str], value: str):
+    """(key, wide) per cell of `by`, in sorted order: `wide` is `value` per task (rows, sorted) and model (columns)
+    of that cell. One pivot for all cells (a pivot per cell cost most of notebook 03's interval time)."""
+    wide = per_task.pivot_table(index=[*by, "task_id"], columns="model", values=value)
+    for key, cell in wide.groupby(level=by, sort=True):
+        yield (key if isinstance(key, tuple) else (key,)), cell
+
+
+def _seed_task(wide: pd.DataFrame, names: list[str]) -> np.ndarray:
+    """[len(names), n_tasks] array of one cell's values per (agent, task), tasks in one shared order."""
+    have = wide.columns[
+        wide.notna().any().to_numpy()
+    ]  # a model with no value in this cell has no records in it
+    missing = [n for n in names if n not in have]
     if missing:
-        raise ValueError(f"no records of {missing} in this cell; have {sorted(wide.columns)}")
+        raise ValueError(f"no records of {missing} in this cell; have {sorted(have)}")
     return wide[names].to_numpy().T
 
 
@@ -403,10 +429,9 @@ def method_summary(
     `per_task` has one row per (model, task) and cell: columns model, task_id, `value` and the `by` columns.
     """
     rows = []
-    for key, cell in per_task.groupby(by, sort=True):
-        key = key if isinstance(key, tuple) else (key,)
+    for key, cell in _cells(per_task, by, value):
         for method, names in methods.items():
-            arr = _seed_task(cell, names, value)
+            arr = _seed_task(cell, names)
             point, low, high = crossed_bootstrap({"m": arr}, lambda m: m["m"], n_boot, ci, seed)
             rows.append({**dict(zip(by, key, strict=True)), "method": method, value: point, "low": low,
                          "high": high, "per_seed": [round(float(v), 4) for v in np.nanmean(arr, axis=1)],
@@ -421,9 +446,8 @@ def method_difference(
     """Per cell of `by`: scale x (mean over a's seeds - mean over b's seeds) of the task means of `value`, with a
     bootstrap that resamples tasks jointly (paired) and each method's seeds independently."""
     rows = []
-    for key, cell in per_task.groupby(by, sort=True):
-        key = key if isinstance(key, tuple) else (key,)
-        arrays = {"a": _seed_task(cell, a, value), "b": _seed_task(cell, b, value)}
+    for key, cell in _cells(per_task, by, value):
+        arrays = {"a": _seed_task(cell, a), "b": _seed_task(cell, b)}
         point, low, high = crossed_bootstrap(arrays, lambda m: scale * (m["a"] - m["b"]), n_boot, ci, seed)
         rows.append({**dict(zip(by, key, strict=True)), "difference": point, "low": low, "high": high,
                      "per_seed_a": [round(scale * float(v), 3) for v in np.nanmean(arrays["a"], axis=1)],

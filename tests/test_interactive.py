@@ -7,16 +7,19 @@ file under `models/` and no record is added or changed), and its outputs must be
 (`nbtools.output_problems`: no warnings, no `PosixPath`, no absolute path, no scientific notation). The run
 writes into a copy of `results/cpu`, so the committed files stay as they are. If the committed artefacts are
 stale (a recipe changed since they were made), a notebook trains and this test says so: regenerate them with
-`make reproduce`. `benchmarks/interactive.py` times the same runs.
+`make reproduce`. Every number it writes to `metrics.json` must equal the committed one (timings aside, as
+`helpers.verify` compares). `benchmarks/interactive.py` times the same runs.
 """
 
 from __future__ import annotations
 
+import json
+import math
 import shutil
 
 import pytest
 
-from helpers import nbtools, run
+from helpers import nbtools, run, verify
 from helpers.config import REPO_ROOT
 
 COMMITTED = REPO_ROOT / "results" / "cpu"
@@ -51,6 +54,20 @@ def test_run_all_uses_the_committed_artefacts(path, clone_results, monkeypatch):
     )
     assert nbtools.output_problems(nb) == [], f"{path.name}: {nbtools.output_problems(nb)}"
     assert manifest.stat().st_mtime_ns != written, f"{path.name} did not write its results into the copy"
+    # Every number is recomputed from the committed records and models: it must be the committed number (an
+    # analysis change that moves a result shows here, leaf by leaf, without a new run). Scores that torch
+    # recomputes (06's likelihoods) agree to float rounding only: torch's sums depend on the number of threads
+    # (the committed run had two, make test gives each process one), so floats within 1e-6 relative agree.
+    name = f"{path.stem}/metrics.json"
+    diffs, _ = verify.compare({name: json.loads((clone_results / "cpu" / name).read_text())},
+                              {name: json.loads((COMMITTED / name).read_text())})  # fmt: skip
+    moved = [d for d in diffs if not _rounding(d.run, d.reference)]
+    assert not moved, f"{path.name}: {len(moved)} numbers differ from the committed run, e.g. {moved[:3]}"
+
+
+def _rounding(a, b) -> bool:
+    """Two floats that differ by float rounding only (relative 1e-6)."""
+    return isinstance(a, float) and isinstance(b, float) and math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-12)
 
 
 def _notebook(*outputs):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import warnings
 from fractions import Fraction
 
 import numpy as np
@@ -293,6 +294,72 @@ def test_crossed_bootstrap_covers_seed_and_task_variance():
     # one seed: only the task term is left, and the interval shrinks accordingly
     one = crossed_bootstrap({"x": values[:1]}, lambda m: m["x"], n_boot=2000, seed=1)
     assert (one[2] - one[1]) < (high - low)
+
+
+def _crossed_bootstrap_draw_by_draw(arrays, combine, n_boot, ci, seed):
+    """The bootstrap as first written (and as the committed runs computed it): one draw at a time."""
+    arrs = {k: np.atleast_2d(np.asarray(v, dtype=np.float64)) for k, v in arrays.items()}
+    (T,) = {a.shape[1] for a in arrs.values()}
+    rng = np.random.default_rng(seed)
+    stats = np.empty(n_boot)
+    for i in range(n_boot):
+        tasks = rng.integers(0, T, size=T)
+        means = {k: float(np.nanmean(a[np.ix_(rng.integers(0, a.shape[0], size=a.shape[0]), tasks)]))
+                 for k, a in arrs.items()}  # fmt: skip
+        stats[i] = combine(means)
+    point = combine({k: float(np.nanmean(a)) for k, a in arrs.items()})
+    low, high = np.percentile(stats, [100 * (1 - ci) / 2, 100 * (1 + ci) / 2])
+    return float(point), float(low), float(high)
+
+
+def test_crossed_bootstrap_equals_the_draw_by_draw_bootstrap_to_the_bit():
+    """The bootstrap takes its means in blocks of draws; its interval is the one a loop over draws gives, exactly
+    (the committed runs' numbers do not move), with NaNs, one or two arrays, one seed or several."""
+    from helpers.metrics import crossed_bootstrap
+
+    rng = np.random.default_rng(5)
+    for _ in range(60):
+        T = int(rng.integers(1, 200))
+        arrays = {}
+        for k in "ab"[: int(rng.integers(1, 3))]:
+            S = int(rng.integers(1, 7))
+            a = rng.random((S, T)) if rng.random() < 0.5 else rng.integers(0, 2, (S, T)).astype(float)
+            a[rng.random((S, T)) < 0.1 * (rng.random() < 0.3)] = np.nan
+            arrays[k] = a
+        combine = (lambda m: 100 * (m["a"] - m["b"])) if "b" in arrays else (lambda m: m["a"])
+        n_boot, seed = int(rng.integers(1, 300)), int(rng.integers(0, 100))
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # an all-NaN resample: NaN both ways
+            want = _crossed_bootstrap_draw_by_draw(arrays, combine, n_boot, 0.9, seed)
+            got = crossed_bootstrap(arrays, combine, n_boot, 0.9, seed)
+        assert np.array_equal(got, want, equal_nan=True), (got, want)
+
+
+def test_method_summary_and_difference_read_each_cell_as_a_pivot_of_that_cell_alone():
+    """The cells come from one pivot of all of them; each is the cell's own pivot (a model missing from a cell,
+    or with no value in it, is an error naming it)."""
+    rng = np.random.default_rng(1)
+    rows = [
+        {"model": m, "task_id": f"t{t}", "T": T, "pass": float(rng.random() < 0.5)}
+        for T in (2, 4)
+        for m in ("base", "rl-0", "rl-1")
+        for t in range(8 + T)
+        if (m, t, T) != ("rl-1", 0, 2)
+    ]  # fmt: skip  (rl-1 never ran task 0 at T = 2: NaN there)
+    df = pd.DataFrame(rows)
+    for T, cell in df.groupby("T"):
+        wide = cell.pivot_table(index="task_id", columns="model", values="pass")
+        got = dict(metrics._cells(df, ["T"], "pass"))[(T,)]
+        np.testing.assert_array_equal(
+            metrics._seed_task(got, ["rl-0", "rl-1"]), wide[["rl-0", "rl-1"]].to_numpy().T
+        )
+    table = metrics.method_summary(df, {"base": ["base"], "rl": ["rl-0", "rl-1"]}, "pass", ["T"], 50)
+    assert list(zip(table["T"], table["method"], table["n_tasks"], strict=True)) == [
+        (2, "base", 10), (2, "rl", 10), (4, "base", 12), (4, "rl", 12)
+    ]  # fmt: skip
+    gone = df.assign(**{"pass": np.where((df["model"] == "rl-1") & (df["T"] == 4), np.nan, df["pass"])})
+    with pytest.raises(ValueError, match=r"no records of \['rl-1'\]"):
+        metrics.method_difference(gone, ["rl-0", "rl-1"], ["base"], "pass", ["T"], 100, 50)
 
 
 def test_a_difference_of_methods_resamples_each_methods_seeds_independently():

@@ -599,15 +599,24 @@ def package_versions() -> dict[str, str]:
 
 
 def cpu_model() -> str:
-    """The CPU's model name (Linux's /proc/cpuinfo), e.g. "AMD EPYC": training's float arithmetic, and so the
-    committed numbers, are reproducible bit for bit only on the CPU kind that made them."""
+    """The CPU's model name, family, model and stepping (Linux's /proc/cpuinfo), e.g. "AMD EPYC (family 25, model
+    17, stepping 1)": training's float arithmetic, and so the committed numbers, are reproducible bit for bit only
+    on the CPU kind that made them, and two CPUs of one model name can round differently (two "AMD EPYC" machines
+    trained bases whose first logged SFT loss differs in the ninth digit)."""
+    found: dict[str, str] = {}
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.split(":")[0].strip() in ("model name", "Model"):
-                return line.split(":", 1)[1].strip()
+            if not line.strip() and found:
+                break  # the first processor's block
+            key, _, value = line.partition(":")
+            found.setdefault(key.strip(), value.strip())
     except OSError:
         pass
-    return platform.processor() or "unknown model"
+    name = found.get("model name") or found.get("Model") or platform.processor() or "unknown model"
+    kind = ", ".join(
+        f"{k.removeprefix('cpu ')} {found[k]}" for k in ("cpu family", "model", "stepping") if k in found
+    )
+    return f"{name} ({kind})" if kind else name
 
 
 def device_description() -> str:
@@ -616,6 +625,9 @@ def device_description() -> str:
 
         if torch.cuda.is_available():
             return f"cuda: {torch.cuda.get_device_name(0)} x{torch.cuda.device_count()}"
-        return f"cpu: {cpu_model()} ({platform.machine()}), {torch.get_num_threads()} threads"
+        kernels = (
+            torch.backends.cpu.get_cpu_capability()
+        )  # the vector kernels torch dispatches to (AVX2, AVX512)
+        return f"cpu: {cpu_model()} ({platform.machine()}, {kernels}), {torch.get_num_threads()} threads"
     except ImportError:  # pragma: no cover
         return f"cpu: {platform.machine()}"

@@ -73,11 +73,13 @@ def _show(value: Any, limit: int = 80) -> str:
 
 
 def knob(default: Any, doc: str = "", *, ge=None, gt=None, le=None, lt=None, nonempty: bool = False,
-         increasing: bool = False) -> Any:  # fmt: skip
+         increasing: bool = False, reported: bool = False) -> Any:  # fmt: skip
     """A declared knob: its default, what it means, and its domain (checked when a profile loads).
 
     `ge` / `gt` / `le` / `lt` bound a number (each item of a list); `nonempty` requires at least one item;
     `increasing` requires strictly increasing items. Relations between knobs live in each section's `check`.
+    `reported` (environment settings only): the knob changes what the numbers mean, so every metrics.json of that
+    environment records its value (`reported_settings`).
     """
     meta = {
         "doc": doc,
@@ -87,6 +89,7 @@ def knob(default: Any, doc: str = "", *, ge=None, gt=None, le=None, lt=None, non
         "lt": lt,
         "nonempty": nonempty,
         "increasing": increasing,
+        "reported": reported,
     }
     if isinstance(default, list):
         return field(default_factory=lambda: list(default), metadata=meta)
@@ -158,6 +161,12 @@ class DeepCoderSettings:
     )
     t_max: int = knob(4, "attempts per problem (T_max)", ge=1)
     max_tests: int | None = knob(None, "tests per problem (None: all of them)", ge=1)
+    protocol: Literal["paper", "held_out"] = knob(
+        "paper",
+        "which tests pay: 'paper' (rLLM's: all of them, the ones the feedback shows included) or 'held_out' (only "
+        "a held-out half no feedback shows)",
+        reported=True,
+    )
 
 
 @dataclass(frozen=True)
@@ -198,6 +207,19 @@ ENV_SETTINGS: dict[str, type] = {
     "bfcl": BFCLSettings,
     "intercode_sql": SQLSettings,
 }
+
+
+def reported_settings(env: str, extra: dict[str, dict]) -> dict[str, Any]:
+    """The `reported` settings of environment `env` (DeepCoder-MT's `protocol`) from an `env.extra` mapping, each
+    at its default where the mapping leaves it out; {} for an environment that has none (FrozenLake). Read from a
+    Config (`Config.reported`) and from a manifest's recorded config alike, so the two compare."""
+    schema = ENV_SETTINGS.get(env)
+    if schema is None:
+        return {}
+    given = extra.get(env, {})
+    return {
+        f.name: given.get(f.name, f.default) for f in dataclasses.fields(schema) if f.metadata.get("reported")
+    }
 
 
 @dataclass(frozen=True)
@@ -508,6 +530,11 @@ class Config:
     def to_dict(self) -> dict:
         """Plain nested dict (for manifests and hashing)."""
         return dataclasses.asdict(self)
+
+    def reported(self, env: str | None = None) -> dict[str, Any]:
+        """The settings of environment `env` (default `env.name`) that every metrics.json on it records beside its
+        numbers (`reported_settings`): {"protocol": "paper"} on DeepCoder-MT, {} on FrozenLake."""
+        return reported_settings(env or self.env.name, self.env.extra)
 
     @property
     def results_name(self) -> str:

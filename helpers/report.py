@@ -15,6 +15,7 @@ committed run's numbers.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import re
 import sys
@@ -32,7 +33,7 @@ from helpers import (
     supervision,
     testbed,
 )
-from helpers.config import REPO_ROOT
+from helpers.config import ENV_SETTINGS, REPO_ROOT, reported_settings
 
 
 def _get(profile: str, notebook: str, *keys, default=None):
@@ -166,9 +167,12 @@ def headline(profile: str = "cpu") -> list[tuple[str, str, str, str]]:
 
 
 def markdown(profile: str = "cpu") -> str:
-    """The headline table in Markdown (what the README shows)."""
+    """The headline table in Markdown (what the README shows); its kit column names the settings that change what
+    the numbers mean where the series has any (DeepCoder-MT's protocol)."""
+    facts = next((f for nb in sorted(FINDINGS) if (f := reported(_get(profile, nb, default={})))), {})
+    tier = ", ".join([f"{profile} tier", *(f"{k} {v}" for k, v in facts.items())])
     lines = [
-        f"| quantity | paper | kit ({profile} tier): RL against the base | RL against the sharpened base |",
+        f"| quantity | paper | kit ({tier}): RL against the base | RL against the sharpened base |",
         "|---|---|---|---|",
     ]
     lines += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in headline(profile)]
@@ -195,9 +199,29 @@ FINDINGS = {
 
 
 def findings(profile: str, notebook: str) -> str:
-    """The 'what this run found' section of a notebook, as Markdown, from its metrics.json."""
+    """The 'what this run found' section of a notebook, as Markdown, from its metrics.json: first the settings
+    that change what its numbers mean (`reported_lines`), then the notebook's own findings."""
     m = store.Run.read_metrics(profile, notebook)
-    return fmt.no_negative_zero("\n".join(FINDINGS[notebook](m)))
+    return fmt.no_negative_zero("\n".join(reported_lines(m) + FINDINGS[notebook](m)))
+
+
+def reported(m: dict) -> dict:
+    """The `Config.reported` settings a metrics.json records (`store.Run.write_metrics`): {"protocol": ...} on
+    DeepCoder-MT, {} on FrozenLake or where the metrics predate them."""
+    keys = reported_settings(m["env"], {}) if isinstance(m.get("env"), str) else {}
+    return {k: m[k] for k in keys if k in m}
+
+
+def reported_lines(m: dict) -> list[str]:
+    """One findings line per recorded `reported` setting: its value, its knob and what it means."""
+    facts, env = reported(m), m.get("env")
+    if not facts:
+        return []
+    docs = {f.name: f.metadata["doc"] for f in dataclasses.fields(ENV_SETTINGS[env]) if f.name in facts}
+    return [
+        f"- **{TASK_NAMES.get(env, env)} {k}:** `{v}` (`env.extra.{env}.{k}`; {docs[k]})."
+        for k, v in facts.items()
+    ]
 
 
 # ------------------------------------------------------------------------------------ BudgetMix over the tasks

@@ -13,6 +13,9 @@ their folder names hash everything that determines them, the environment include
 the same in every series. Notebooks read each other's outputs only through this module. The root is `results/`
 in the repository, or `$KIT_RESULTS` when set (the tests point it at a temporary folder).
 
+A metrics.json also records the settings that change what its numbers mean (`Config.reported`: DeepCoder-MT's
+`protocol`; none on FrozenLake), and a series folder holds results of one such setting only (`check_reported`).
+
 `Records` is an append-only JSON-lines file: a long loop writes each record as soon as it exists, and a re-run
 reads what is there and skips it, so an interrupted run resumes and loses nothing. A crash can leave a torn last
 line; it is detected, dropped with a warning and cut from the file before anything is appended, never merged
@@ -50,7 +53,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from helpers.config import REPO_ROOT, Config
+from helpers.config import REPO_ROOT, Config, reported_settings
 
 TRACKED_PACKAGES = (
     "torch", "transformers", "tokenizers", "accelerate", "gymnasium", "numpy", "pandas",
@@ -480,7 +483,14 @@ class Run:
         (self.dir / "figures").mkdir(parents=True, exist_ok=True)
         # one writer per results folder for the life of this process (a notebook's kernel): a second notebook
         # writing here would duplicate its records; it stops with FolderBusy naming this one
-        acquire(self.dir, wait=False)
+        first = acquire(self.dir, wait=False)
+        if cfg is not None:
+            try:
+                check_reported(profile_dir(profile), cfg)
+            except ValueError:
+                if first:
+                    release(self.dir)
+                raise
         self.cfg = cfg
         self.params = params or {}
         self._started = time.time()
@@ -494,7 +504,11 @@ class Run:
         return Records(self.dir / f"{name}.jsonl")
 
     def write_metrics(self, metrics: dict) -> Path:
-        """metrics.json (the numbers a notebook reports); also writes the manifest."""
+        """metrics.json (the numbers a notebook reports); also writes the manifest. With a config, the settings
+        that change what the numbers mean (`Config.reported` of the environment they are from, `metrics["env"]`:
+        DeepCoder-MT's `protocol`) are written beside them, at the top level; FrozenLake has none."""
+        if self.cfg is not None:
+            metrics = {**metrics, **self.cfg.reported(metrics.get("env"))}
         path = self.dir / "metrics.json"
         write_atomic(path, json.dumps(_jsonable(metrics), indent=2, sort_keys=True) + "\n")
         self.write_manifest()
@@ -558,6 +572,48 @@ class Run:
         if not path.exists():
             raise FileNotFoundError(f"{path} is missing: run notebook {name} {_with(profile)} first")
         return json.loads(path.read_text())
+
+
+REPORTED_FILE = (
+    "reported.json"  # in a series folder: {env: its `Config.reported` settings}, from the first notebook on
+)
+
+
+def check_reported(folder: Path, cfg: Config) -> None:
+    """Refuse to run a notebook in the series folder `folder` where notebooks ran with other `Config.reported`
+    settings (DeepCoder-MT under the other protocol): the series' records, trajectories and controls would be
+    resumed as this run's, and its metrics.json would name a protocol that did not produce them. What ran is kept in
+    `folder/reported.json` as soon as a notebook opens its folder (so an interrupted notebook counts too); a folder
+    from before that file is judged by its notebooks' manifests. FrozenLake has nothing to compare or keep."""
+    want = cfg.reported()
+    if not want:
+        return
+    marker = folder / REPORTED_FILE
+    kept = json.loads(marker.read_text()) if marker.exists() else {}
+    seen = [(str(marker), kept[cfg.env.name])] if cfg.env.name in kept else []
+    for path in sorted(folder.glob("*/manifest.json")):
+        try:
+            env = json.loads(path.read_text())["config"]["env"]
+            if env["name"] == cfg.env.name:
+                seen.append(
+                    (f"notebook {path.parent.name}", reported_settings(env["name"], env.get("extra") or {}))
+                )
+        except (
+            OSError,
+            ValueError,
+            KeyError,
+            TypeError,
+            AttributeError,
+        ):  # no config recorded: nothing to compare
+            continue
+    for where, had in seen:
+        if had != want:
+            raise ValueError(f"{folder} holds results of {cfg.env.name} with {had} ({where}), and this run asks "
+                             f"for {want}: its records would be resumed as this run's. Run the series afresh "
+                             "(`python -m helpers.run ... --fresh`) or under another profile")  # fmt: skip
+    if cfg.env.name not in kept:
+        folder.mkdir(parents=True, exist_ok=True)
+        write_atomic(marker, json.dumps({**kept, cfg.env.name: want}, indent=2, sort_keys=True) + "\n")
 
 
 def _with(profile: str) -> str:

@@ -275,6 +275,8 @@ EXTRA = [
     ("deepcoder: {t_max: 3, max_tests: 3}", "deepcoder: {t_max: 3, sets: [kit, mbpp]}",
      r"env\.extra\.deepcoder\.sets\[1\]: 'mbpp' is not one of"),
     ("deepcoder: {t_max: 3, max_tests: 3}", "deepcoder: {t_max: 3.5}", r"env\.extra\.deepcoder\.t_max: expected an integer"),
+    ("deepcoder: {t_max: 3, max_tests: 3}", "deepcoder: {t_max: 3, max_tests: 3, protocol: hidden}",
+     r"env\.extra\.deepcoder\.protocol: 'hidden' is not one of \['paper', 'held_out'\]"),
     ("bfcl: {category: multi_turn_base, turns_per_request: 1}", "bfcl: {category: multi_turn, turns_per_request: 1}",
      r"env\.extra\.bfcl\.category: 'multi_turn' is not one of"),
     ("bfcl: {category: multi_turn_base, turns_per_request: 1}", "bfcl: {source: hub, turns_per_request: 1}",
@@ -310,6 +312,29 @@ def test_env_extra_top_level_and_overrides_are_validated_too(tmp_path):
     # only the keys given are kept (so settings(cfg), and every recipe hashing it, is what the profile says)
     cfg = config.load("smoke", series="deepcoder", env={"extra": {"deepcoder": {"sets": ("kit",)}}})
     assert cfg.env.extra["deepcoder"] == {"t_max": 3, "max_tests": 3, "sets": ["kit"]}
+
+
+def test_the_deepcoder_protocol_is_a_knob_that_only_deepcoder_reports(tmp_path):
+    """Issue 29: `env.extra.deepcoder.protocol` chooses DeepCoder-MT's protocol ('paper' where it is left out, so
+    every profile's recipes stay as they were: the 839d5c0 baseline above); it is what `Config.reported` returns on
+    DeepCoder-MT, and nothing on FrozenLake. A bad value names file, line and key, or the overrides."""
+    assert config.load("smoke", series="deepcoder").reported() == {"protocol": "paper"}
+    assert config.load("cpu").reported() == {} and config.load("gpu", series="bfcl").reported() == {}
+    text = SMOKE.replace(
+        "deepcoder: {t_max: 3, max_tests: 3}", "deepcoder: {t_max: 3, max_tests: 3, protocol: held_out}"
+    )
+    held = config.load(_write(tmp_path, text), series="deepcoder")
+    assert held.reported() == {"protocol": "held_out"}
+    assert settings(held) == {"t_max": 3, "max_tests": 3, "protocol": "held_out"}  # so the RL recipes differ
+    on_cpu = config.load("cpu", env={"extra": {"deepcoder": {"protocol": "held_out"}}})
+    # a FrozenLake profile reports nothing, but notebook 07 on process.env = deepcoder reports its protocol
+    assert on_cpu.reported() == {} and on_cpu.reported("deepcoder") == {"protocol": "held_out"}
+    with pytest.raises(
+        ConfigError, match=r"overrides: env\.extra\.deepcoder\.protocol: 'HELD_OUT' is not one of"
+    ):
+        config.load("smoke", series="deepcoder", env__extra={"deepcoder": {"protocol": "HELD_OUT"}})
+    with pytest.raises(ConfigError, match=r"overrides: env\.extra\.deepcoder\.protocol: None is not one of"):
+        config.load("smoke", series="deepcoder", env__extra={"deepcoder": {"protocol": None}})
 
 
 @pytest.mark.parametrize(("env", "schema"), sorted(config.ENV_SETTINGS.items()))

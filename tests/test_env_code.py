@@ -314,3 +314,38 @@ def test_held_out_tests_are_never_shown_and_alone_decide_the_reward(kit):
     assert shown_pairs and res.reward == 0.0 and not res.success
     assert env.step_quality(fence(lookup_program(shown_pairs))) == 0.0
     assert env.step_quality(fence(task.payload["reference"])) == 1.0  # a real solution still scores
+
+
+def test_the_profiles_protocol_reaches_every_environment_that_plays_its_tasks():
+    """Issue 29: `env.extra.deepcoder.protocol` reaches the environment through the tasks: `load_tasks` names it on
+    each, so an environment built as the kit builds one (`make`, a probe state replayed from its recorded task)
+    scores under it; one built for the other protocol refuses the task. Left out, it is the paper's."""
+    import typing
+
+    from helpers import config, probing
+    from helpers.envs.code import split_tests
+
+    assert typing.get_args(typing.get_type_hints(config.DeepCoderSettings)["protocol"]) == CodeEnv.PROTOCOLS
+    held = config.load("smoke", series="deepcoder", env={"extra": {"deepcoder": {"protocol": "held_out"}}})
+    loaded = {
+        protocol: base.load_tasks("deepcoder", "test", n=1, seed=0, **base.settings(cfg))[0]
+        for protocol, cfg in (("held_out", held), ("paper", config.load("smoke", series="deepcoder")))
+    }
+    for protocol, task in loaded.items():
+        n = len(task.payload["tests"])
+        assert task.payload["protocol"] == protocol and n == 3  # smoke: max_tests 3
+        env = base.make("deepcoder")
+        env.reset(task, 3)
+        res = env.step(fence(task.payload["reference"]))
+        scored = len(split_tests(task.task_id, n)) if protocol == "held_out" else n
+        assert res.success and res.info["protocol"] == protocol and res.info["total"] == scored
+        recorded = json.loads(json.dumps(task.to_dict()))  # as a probe pool keeps it
+        replayed = probing.ProbeState(recorded, "deepcoder", 3, 0, [fence("print(0)")], [], "base").replay()
+        assert replayed.protocol == protocol and replayed.step(fence("print(0)")).info["protocol"] == protocol
+    with pytest.raises(
+        ValueError, match=r"loaded for protocol 'held_out', but this CodeEnv was built for 'paper'"
+    ):
+        CodeEnv(protocol="paper").reset(loaded["held_out"], 3)
+    CodeEnv(protocol="held_out").reset(loaded["held_out"], 3)  # the same protocol: fine
+    with pytest.raises(ValueError, match="protocol must be one of"):
+        CodeEnv.load_tasks("test", protocol="hidden")

@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from helpers import budgetmix, dynamics, fmt, pass_kt, report, supervision, testbed
+from helpers import budgetmix, dynamics, fmt, pass_kt, report, store, supervision, testbed
 from helpers.config import REPO_ROOT
 
 COMMITTED = REPO_ROOT / "results" / "cpu"
@@ -109,13 +109,18 @@ def test_findings_00_testbed_numbers():
     assert ("met)" if fl["min_base_over_demonstrator"] >= 0.8 else "NOT met)") in text
 
 
-def test_findings_00_on_another_environment():
+def _deepcoder_00() -> dict:
+    """The committed notebook 00 metrics as a DeepCoder-MT series would write them (without the protocol)."""
     m = _metrics("00_environments")
-    m = {k: v for k, v in m.items() if k != "frozenlake"} | {"env": "deepcoder", "tasks": {"train": 40, "test": 20,
-         "t_max": [5, 5]}, "step_oracle": {"step_oracle": True, "oracle_note": "the share of unit tests passed"},
-         "series": {"task_id": "dc-7", "t_max": 5, "reference_turns": 1, "reference_success": True,
-                    "reference_step_quality": [1.0], "base_success": False, "base_turns": 5,
-                    "base_invalid_turns": 3}}  # fmt: skip
+    return {k: v for k, v in m.items() if k != "frozenlake"} | {"env": "deepcoder", "tasks": {"train": 40, "test": 20,
+            "t_max": [5, 5]}, "step_oracle": {"step_oracle": True, "oracle_note": "the share of unit tests passed"},
+            "series": {"task_id": "dc-7", "t_max": 5, "reference_turns": 1, "reference_success": True,
+                       "reference_step_quality": [1.0], "base_success": False, "base_turns": 5,
+                       "base_invalid_turns": 3}}  # fmt: skip
+
+
+def test_findings_00_on_another_environment():
+    m = _deepcoder_00()
     lines = testbed.findings(m)
     text = "\n".join(lines)
     assert lines[0] == "- **deepcoder:** 40 training and 20 test tasks, T_max 5."
@@ -125,6 +130,26 @@ def test_findings_00_on_another_environment():
     )
     assert "**Step oracle on deepcoder:** yes: the share of unit tests passed." in text
     assert unexplained(text, m) == []
+
+
+def test_findings_and_headline_on_deepcoder_name_the_protocol(tmp_path, monkeypatch):
+    """Issue 29: a DeepCoder-MT series' findings open with the protocol its metrics.json records, and its headline
+    table's kit column names it; metrics without one (FrozenLake, the committed run) print as before."""
+    monkeypatch.setattr(store, "_open_series", {})
+    m = _deepcoder_00() | {"protocol": "held_out"}
+    folder = tmp_path / "smoke" / "deepcoder" / "00_environments"
+    folder.mkdir(parents=True)
+    (folder / "metrics.json").write_text(json.dumps(m))
+    with store.results_at(tmp_path):
+        text = report.findings("smoke/deepcoder", "00_environments")
+        header = report.markdown("smoke/deepcoder").splitlines()[0]
+    first, *rest = text.splitlines()
+    assert first.startswith(
+        "- **DeepCoder-MT protocol:** `held_out` (`env.extra.deepcoder.protocol`; which tests pay"
+    )
+    assert rest == testbed.findings(m) and unexplained(text, m) == []
+    assert "| kit (smoke/deepcoder tier, protocol held_out): RL against the base |" in header
+    assert report.reported_lines(_metrics("00_environments")) == [] and report.reported(_deepcoder_00()) == {}
 
 
 def test_findings_01_changes_and_the_paper():

@@ -69,6 +69,46 @@ def test_run_writes_metrics_manifest_tables_and_stable_figures():
         store.Run.read_metrics("smoke", "98_missing")
 
 
+def test_metrics_on_deepcoder_record_the_protocol_and_a_series_keeps_one(monkeypatch):
+    """Issue 29: every metrics.json on DeepCoder-MT records the protocol that produced its numbers (where the
+    numbers come from is the metrics' own `env`: notebook 07 may run on `process.env`); FrozenLake's get nothing
+    new. A series folder where a notebook ran under one protocol, even one that stopped before its metrics, refuses
+    a notebook under the other (it would resume their records and trajectories); a folder from before
+    reported.json is judged by its manifests, and a manifest from before the knob reads as 'paper'."""
+    monkeypatch.setattr(store, "_open_series", {})
+    paper = config.load("smoke", series="deepcoder")
+    held = config.load("smoke", series="deepcoder", env={"extra": {"deepcoder": {"protocol": "held_out"}}})
+    run = store.open_run(paper.results_name, "00_environments", paper)
+    folder = run.dir.parent
+    assert json.loads((folder / "reported.json").read_text()) == {"deepcoder": {"protocol": "paper"}}
+    asks = r"and this run asks for \{'protocol': 'held_out'\}: .*--fresh"
+    with pytest.raises(ValueError, match=rf"with \{{'protocol': 'paper'\}} \(.*reported\.json\), {asks}"):
+        store.open_run(held.results_name, "01_grpo_training", held)  # 00 has not written its metrics yet
+    run.write_metrics({"env": "deepcoder", "a": 1})
+    assert json.loads((run.dir / "metrics.json").read_text()) == {
+        "env": "deepcoder",
+        "a": 1,
+        "protocol": "paper",
+    }
+    assert (
+        "protocol"
+        not in json.loads((run.dir / "manifest.json").read_text())["config"]["env"]["extra"]["deepcoder"]
+    )
+    (folder / "reported.json").unlink()  # a series folder from before it: the manifests say what ran
+    with pytest.raises(
+        ValueError, match=rf"with \{{'protocol': 'paper'\}} \(notebook 00_environments\), {asks}"
+    ):
+        store.open_run(held.results_name, "01_grpo_training", held)
+    store.open_run(paper.results_name, "01_grpo_training", paper)  # the refused run left no writer behind
+    plain = config.load("smoke", env={"extra": {"deepcoder": {"protocol": "held_out"}}})
+    for name, metrics, protocol in (("01_grpo_training", {"env": "frozenlake"}, None),
+                                    ("07_process_supervision", {"env": "deepcoder"}, "held_out")):  # fmt: skip
+        run = store.open_run(plain.results_name, name, plain)
+        run.write_metrics(metrics)
+        assert json.loads((run.dir / "metrics.json").read_text()).get("protocol") == protocol
+    assert not (run.dir.parent / "reported.json").exists()  # FrozenLake's folder: nothing kept
+
+
 @pytest.mark.parametrize(
     ("content", "why"),
     [

@@ -15,6 +15,11 @@ or else a single-point mutation of the reference solution (`mutation_sites`, `mu
 environment's feedback on it is what the agent sees next. Every step's `info["sandbox"]` says how the program was isolated ("os", or "weak"
 where weak isolation was asked for); results are memoised per episode within `cache_bytes`.
 
+Which tests pay is the protocol (`CodeEnv.PROTOCOLS`, docs/security.md): 'paper' (rLLM's, the default: the failing
+tests the feedback shows count too) or 'held_out' (only a held-out half of the tests, which no feedback shows,
+decides the reward). A profile chooses it with `env.extra.deepcoder.protocol`; `load_tasks` names it on every task,
+every step's `info["protocol"]` and every metrics.json on DeepCoder-MT record it.
+
 Tests come in one normalised format (`sandbox.validate_test`): stdin tests, call tests (a function or a
 `Solution` method called with JSON arguments) and assert tests (HumanEval's `check(candidate)`, one test per
 top-level assert). `normalise_tests` turns DeepCoder's three test shapes into it:
@@ -332,20 +337,22 @@ class CodeEnv:
         feedback_chars: int = 300,
         isolation: str | None = None,
         cache_bytes: int = 32 << 20,
-        protocol: str = "paper",
+        protocol: str | None = None,
     ) -> None:
         """`isolation`: 'strict' (refuse without the sandbox's OS boundary) or 'weak' (see `sandbox`); None reads
         $KIT_SANDBOX. `cache_bytes` bounds the results kept per episode (oldest programs are forgotten first).
 
         `protocol`: 'paper' (rLLM's: feedback shows failing tests, and all tests, the shown ones included, decide
         the reward) or 'held_out' (`split_tests`: feedback comes only from the feedback tests, and the reward,
-        success and `step_quality` only from the held-out tests, which no observation ever shows). Every step's
-        `info["protocol"]` names it."""
+        success and `step_quality` only from the held-out tests, which no observation ever shows). None: each
+        task's own (`load_tasks(protocol=...)` names it on every task, from `env.extra.deepcoder.protocol`), else
+        'paper'; an environment built for one protocol refuses a task loaded for the other. Every step's
+        `info["protocol"]` names the one it ran under."""
         if cache_bytes <= 0:
             raise ValueError(f"cache_bytes must be positive, got {cache_bytes}")
-        if protocol not in self.PROTOCOLS:
-            raise ValueError(f"protocol must be one of {self.PROTOCOLS}, got {protocol!r}")
-        self.protocol = protocol
+        _check_protocol(protocol, none=True)
+        self._asked = protocol
+        self.protocol = protocol or "paper"  # the current task's, once reset
         self.limits = sandbox.Limits(timeout_s=timeout_s, memory_mb=memory_mb, isolation=isolation)
         self.feedback_tests = int(feedback_tests)
         self.feedback_chars = int(feedback_chars)
@@ -368,9 +375,13 @@ class CodeEnv:
         subsets: tuple[str, ...] | None = None,
         t_max: int = 4,
         max_tests: int | None = None,
+        protocol: str = "paper",
     ) -> list[Task]:
-        """Tasks of one split; with `n`, a seeded subset (kept in the split's order)."""
+        """Tasks of one split; with `n`, a seeded subset (kept in the split's order). Every task names `protocol`
+        (`payload["protocol"]`), so every environment that plays it (rollouts, probe states replayed from their
+        task, evaluations) scores it under that protocol."""
         check_split(split)
+        _check_protocol(protocol)
         if source == "hub":
             tasks = load_hub(split, subsets, t_max, max_tests)
         elif source == "bundled":
@@ -389,7 +400,10 @@ class CodeEnv:
                 ]
         else:
             raise ValueError(f"source must be 'bundled' or 'hub', got {source!r}")
-        return seeded_subset(tasks, n, seed)
+        return [
+            Task(t.task_id, t.env, {**t.payload, "protocol": protocol}, t.t_max)
+            for t in seeded_subset(tasks, n, seed)
+        ]
 
     @staticmethod
     def upper_bound(task: Task, budget: int) -> float | None:
@@ -401,6 +415,7 @@ class CodeEnv:
         """Start an episode; `seed` is unused (the environment has no randomness) but kept for the protocol."""
         if budget < 1:
             raise ValueError(f"budget must be at least 1, got {budget}")
+        self.protocol = self._protocol_of(task)
         self.task = task
         self.tests = task.payload["tests"]
         self.scored = split_tests(task.task_id, len(self.tests)) if self.protocol == "held_out" else None
@@ -413,6 +428,17 @@ class CodeEnv:
             {"role": "system", "content": SYSTEM_PROMPT},
             {"role": "user", "content": f"{self._problem_text()}\n\n{statement(self.total, self.remaining)}"},
         ]
+
+    def _protocol_of(self, task: Task) -> str:
+        """The protocol `task` is scored under: the one it names, else this environment's (default 'paper'). A
+        task loaded for one protocol is never played under another (the reward would mean something else)."""
+        named = task.payload.get("protocol")
+        _check_protocol(named, none=True)
+        if named is not None and self._asked is not None and named != self._asked:
+            raise ValueError(f"task {task.task_id} was loaded for protocol {named!r}, but this CodeEnv was built for "
+                             f"{self._asked!r}; load the tasks with protocol={self._asked!r} or build the environment "
+                             "without a protocol")  # fmt: skip
+        return named or self._asked or "paper"
 
     def _problem_text(self) -> str:
         p = self.task.payload
@@ -570,6 +596,12 @@ class CodeEnv:
             if self.fails(reply):
                 return reply
         return None
+
+
+def _check_protocol(protocol: str | None, none: bool = False) -> None:
+    """Fail unless `protocol` is one of `CodeEnv.PROTOCOLS` (or None, where `none` allows it)."""
+    if not (protocol in CodeEnv.PROTOCOLS or (none and protocol is None)):
+        raise ValueError(f"protocol must be one of {CodeEnv.PROTOCOLS}, got {protocol!r}")
 
 
 def split_tests(task_id: str, n: int) -> list[int]:

@@ -9,7 +9,8 @@ the ranks (gloo on CPU; `WORLD_SIZE` as torchrun says), the rollout batch is spl
 and after the optimiser steps every rank holds the same weights (DDP averaged the gradients; a rank that trained
 alone would differ, since every rank rolls out its own samples). It also reports whether the weights moved from the
 base: a batch whose task groups all had one reward (no learning signal) moves them by weight decay only, which is
-reported, not failed. Rank 0 prints one `RESULT {json}` line; the exit status is 0 when the ranks agree, else 1.
+reported, not failed; from the second step the KL term to the reference gives each rank a gradient of its own
+rollouts, so equal weights then show that the gradients were averaged. Rank 0 prints one `RESULT {json}` line; the exit status is 0 when the ranks agree, else 1.
 """
 
 from __future__ import annotations
@@ -44,7 +45,13 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--profile", default="qwen3_rehearsal")
     ap.add_argument("--mode", default="budgetmix", choices=["full", "budgetmix"])
-    ap.add_argument("--steps", type=int, default=1, help="rollout batches")
+    ap.add_argument(
+        "--steps",
+        type=int,
+        default=2,
+        help="rollout batches (from the second on, the KL to the reference "
+        "gives every rank a gradient of its own rollouts even without reward variance)",
+    )
     ap.add_argument("--out", default=None, help="the trainer's folder (default: a temporary one)")
     args = ap.parse_args(argv)
     cfg = config.load(args.profile)

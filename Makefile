@@ -9,7 +9,7 @@ PY     := $(VENV)/bin/python
 PROFILE ?= cpu
 REQS   := requirements.txt requirements-nodeps.txt pyproject.toml
 
-.PHONY: install reproduce test check verify lint format strip clean-results
+.PHONY: install reproduce rehearse test check verify lint format strip clean-results
 
 install:
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -27,6 +27,15 @@ install:
 
 reproduce: install
 	$(PY) -m helpers.run --profile $(PROFILE) --fresh
+
+# The gpu profile's code paths on CPU before a GPU is lent (configs/qwen3_rehearsal.yaml): every notebook with Qwen3's
+# real tokenizer and chat template on a small random Qwen3 (bfloat16 autocast, the HF backend), then the TRL path
+# under torchrun on 2 processes, the weights of both ranks compared (scripts/rehearse_trl.py). Numbers mean nothing.
+# Not part of `make test` (see the README for its time).
+rehearse: install
+	OMP_NUM_THREADS=1 $(PY) -m helpers.run --profile qwen3_rehearsal --fresh
+	OMP_NUM_THREADS=1 $(VENV)/bin/torchrun --standalone --nproc_per_node 2 scripts/rehearse_trl.py \
+	  --profile qwen3_rehearsal --out results/qwen3_rehearsal/trl-check
 
 # Every test, in two pytest-xdist workers (`-n 2`: two cores) that share one folder of built bases
 # (KIT_BASE_CACHE) and the smoke series (each environment's series runs once, in whichever worker reaches it

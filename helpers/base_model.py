@@ -3,8 +3,9 @@
 The paper trains from Qwen3; the cpu tier has no downloadable weights, so `path_of(cfg)` builds a stand-in: a
 tiny Qwen3-architecture model (helpers.models) pre-trained by supervised fine-tuning on demonstrations of a
 scripted player that is good but imperfect. The built model is cached under
-`results/<profile>/models/base-<recipe hash>/` and reused while its recipe is unchanged. For a hub model
-(`model.name_or_path` other than `tiny`) `path_of` is simply that name or path.
+`results/<profile>/models/base-<recipe hash>/` and reused while its recipe is unchanged. `tiny-qwen3` builds it with
+Qwen3's real tokenizer and chat template (`helpers.models.TINY`; the qwen3_rehearsal profile). For a hub model
+(`model.name_or_path` neither) `path_of` is simply that name or path.
 
 A built base's folder says what was asked and what was done: `recipe.json` (`sft.obs_steps`, `sft.max_steps`,
 ...) and `sft_summary.json` (the steps of each phase); `path_of` refuses a base where they disagree. SFT that runs
@@ -206,7 +207,7 @@ def sft(
     each phase did, and nothing is saved as the base.
     """
     c = cfg.sft
-    chat = ChatFormat(tokenizer)
+    chat = ChatFormat(tokenizer, models.chat_kwargs(tokenizer))  # as rollouts render it (Qwen3: thinking off)
     phases = _phases(c)
     total = sum(steps for _, steps, _ in phases)
     rng = np.random.default_rng(c.seed)
@@ -278,15 +279,23 @@ def summary(cfg: Config) -> dict:
     return json.loads(path.read_text()) if path.exists() else {}
 
 
+def is_built(cfg: Config) -> bool:
+    """Whether the profile's base is one the kit builds (`tiny`, `tiny-qwen3`) rather than a hub name or path."""
+    return cfg.model.name_or_path in models.TINY
+
+
 def recipe(cfg: Config) -> dict:
-    """Everything that determines the built base model."""
-    return {
+    """Everything that determines the built base model (the tokenizer only where it is not the kit's own, so the
+    `tiny` bases keep their names)."""
+    out = {
         "version": BASE_RECIPE_VERSION,
         "tiny": dataclasses.asdict(cfg.model.tiny),
         "sft": {k: v for k, v in dataclasses.asdict(cfg.sft).items() if k not in GUARDS},
         "frozenlake": dataclasses.asdict(cfg.env.frozenlake),
         "seed": cfg.seed,
     }
+    tokenizer = models.TINY.get(cfg.model.name_or_path, "kit")
+    return out if tokenizer == "kit" else {**out, "tokenizer": tokenizer}
 
 
 def folder_name(cfg: Config) -> str:
@@ -298,12 +307,12 @@ def identity(cfg: Config) -> str:
     """What names the base in the recipes built on it: the tiny base's folder name (`base-<recipe hash>`), or the
     hub name or path as configured; never an absolute path of this machine, so a fresh clone finds the committed
     models under the same names."""
-    return path_of(cfg).name if cfg.model.name_or_path == "tiny" else cfg.model.name_or_path
+    return path_of(cfg).name if is_built(cfg) else cfg.model.name_or_path
 
 
 def path_of(cfg: Config, force: bool = False) -> Path:
     """Path of the profile's base model: a hub name/path as configured, or the tiny SFT base (built once)."""
-    if cfg.model.name_or_path != "tiny":
+    if not is_built(cfg):
         return Path(cfg.model.name_or_path)
     spec = recipe(cfg)
     out = store.models_dir(cfg.profile) / folder_name(cfg)
@@ -333,7 +342,8 @@ def _build(cfg: Config, spec: dict, out: Path, force: bool) -> Path:
         shutil.rmtree(tmp)
     # a failure (a full disk among them: DiskFull) leaves no half-built base behind
     with store.cleaned_up(tmp, out, "the base is built again"):
-        models.build_tiny(cfg.model.tiny, tokenizer_corpus(transcripts), tmp, seed=cfg.seed)
+        models.build_tiny(cfg.model.tiny, tokenizer_corpus(transcripts), tmp, seed=cfg.seed,
+                          tokenizer=models.TINY[cfg.model.name_or_path])  # fmt: skip
         model, tokenizer = models.load(tmp)
         summary = sft(model, tokenizer, transcripts, cfg, log=store.Records(tmp / "sft_log.jsonl"))
         check_complete(cfg, summary, tmp)

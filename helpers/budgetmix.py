@@ -58,14 +58,10 @@ def evaluate(cfg: Config, out: store.Run) -> Evaluation:
     cells = budget.fraction_cells(tasks, cfg.eval.budget_fractions)  # (fraction, budget) -> tasks
     agents = controls.agents(cfg)
     sampling = Sampling.from_config(cfg.sampling)
-    df = pd.concat(
-        [
-            evaluation.evaluate_grid(agents, cfg.env.name, ts, [b], cfg.eval.n_samples, sampling,
-                                     seed=cfg.seed + 1000, records=out.records("eval_records")).assign(fraction=f)
-            for (f, b), ts in cells.items()
-        ],
-        ignore_index=True,
-    )  # fmt: skip
+    frames = evaluation.evaluate_cells(agents, cfg.env.name, {(f, b): (ts, b) for (f, b), ts in cells.items()},
+                                       cfg.eval.n_samples, sampling, seed=cfg.seed + 1000,
+                                       records=out.records("eval_records"))  # fmt: skip
+    df = pd.concat([frames[(f, b)].assign(fraction=f) for f, b in cells], ignore_index=True)
     return Evaluation(tasks, cells, controls.methods(agents), df)
 
 

@@ -259,7 +259,8 @@ class TinyModelConfig:
 
 @dataclass(frozen=True)
 class ModelConfig:
-    """The base model: `tiny` (built by the kit) or a hub name / local path (Qwen/Qwen3-4B)."""
+    """The base model: `tiny` or `tiny-qwen3` (built by the kit, `helpers.models.TINY`) or a hub name / local path
+    (Qwen/Qwen3-4B)."""
 
     name_or_path: str = "tiny"
     backend: Literal["hf", "vllm"] = "hf"

@@ -7,7 +7,8 @@ decoding counts as temperature 0). Where RL beats the base but not the sharpened
 gain from sharpening; where it beats both, RL learned something sharpening does not give.
 
 `agents(cfg)` is the roster the notebooks evaluate: `base`, `sharp`, and `grpo-s<k>` / `budgetmix-s<k>` for each
-RL seed k. The chosen temperature and the success of every candidate are recorded (`results/<profile>/controls/`,
+RL seed k, as `helpers.agents.Agent`s: nothing is loaded until an analysis opens one, on the profile's backend and
+in `model.dtype`, one at a time. The chosen temperature and the success of every candidate are recorded (`results/<profile>/controls/`,
 or `results/<profile>/<env>/controls/` in a per-environment series).
 """
 
@@ -20,9 +21,10 @@ from pathlib import Path
 import numpy as np
 
 from helpers import base_model, store, train
+from helpers.agents import Agent, opened
 from helpers.config import Config
 from helpers.envs import load_tasks, settings
-from helpers.policy import HFPolicy, Policy, Sampling, Tempered
+from helpers.policy import Policy, Sampling, Tempered
 from helpers.rollout import rollout
 
 MODE_NAMES = {"full": "grpo", "budgetmix": "budgetmix"}
@@ -56,11 +58,15 @@ def sharpened(cfg: Config) -> dict:
         return json.loads(path.read_text())
     tasks = load_tasks(cfg.env.name, "train", n=cfg.eval.sharpen_tasks, seed=cfg.seed + 71, **settings(cfg))
     seed = cfg.seed + 73
-    rl_success = {name: _success(HFPolicy.from_pretrained(p, device=cfg.model.device, name=name), cfg, tasks,
-                                 seed) for name, p in rl.items()}  # fmt: skip
+    rl_success = {}
+    for name, p in rl.items():  # one model at a time
+        with opened(Agent(name, p, cfg)) as policy:
+            rl_success[name] = _success(policy, cfg, tasks, seed)
     target = float(np.mean(list(rl_success.values())))
-    base = HFPolicy.from_pretrained(base_model.path_of(cfg), device=cfg.model.device, name="base")
-    success = {float(T): _success(Tempered(base, T), cfg, tasks, seed) for T in cfg.eval.sharpen_temperatures}
+    with opened(Agent("base", base_model.path_of(cfg), cfg)) as base:
+        success = {
+            float(T): _success(Tempered(base, T), cfg, tasks, seed) for T in cfg.eval.sharpen_temperatures
+        }
     chosen = min(success, key=lambda T: (abs(success[T] - target), -T))  # ties: the higher temperature
     out = {"temperature": chosen, "target": target, "success": {str(k): v for k, v in success.items()},
            "rl_success": rl_success, "n_tasks": len(tasks), "n_samples": cfg.eval.n_samples,
@@ -72,20 +78,16 @@ def sharpened(cfg: Config) -> dict:
 
 def agents(
     cfg: Config, modes: tuple[str, ...] = ("full", "budgetmix"), sharp: bool = True
-) -> dict[str, Policy]:
-    """The roster: base, the sharpened base (if `sharp`), and the RL model of every mode and RL seed."""
+) -> dict[str, Agent]:
+    """The roster, not loaded: base, the sharpened base (if `sharp`), and the RL model of every mode and RL seed."""
     base_path: Path = base_model.path_of(cfg)
-    out: dict[str, Policy] = {
-        "base": HFPolicy.from_pretrained(base_path, device=cfg.model.device, name="base")
-    }
+    out = {"base": Agent("base", base_path, cfg)}
     if sharp:
-        T = sharpened(cfg)["temperature"]
-        out["sharp"] = Tempered(HFPolicy.from_pretrained(base_path, device=cfg.model.device), T, name="sharp")
+        out["sharp"] = Agent("sharp", base_path, cfg, temperature=sharpened(cfg)["temperature"])
     for mode in modes:
         for s in cfg.train.seeds:
             name = rl_name(mode, s)
-            out[name] = HFPolicy.from_pretrained(train.trained_model(cfg, mode, s), device=cfg.model.device,
-                                                 name=name)  # fmt: skip
+            out[name] = Agent(name, train.trained_model(cfg, mode, s), cfg)
     return out
 
 

@@ -4,18 +4,22 @@ Each finished (model, budget) cell appends one compact record per trajectory (mo
 success, reward, turns, invalid turns) to a `helpers.store.Records` file as soon as it is done, so an interrupted
 grid resumes at the first missing cell and a finished one costs nothing to re-plot. Full trajectories (token
 ids, log-probs) can be kept in a second record file for the likelihood analysis.
+
+Models are loaded one at a time (`helpers.agents`): each model's cells run together, then it is closed, and a model
+whose cells are all in the records is never loaded.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+from collections.abc import Hashable
 
 import pandas as pd
 
 from helpers import store
+from helpers.agents import AgentLike, agent_id, opened
 from helpers.envs.base import Task
 from helpers.metrics import bootstrap_ci, method_difference, method_summary, paired_bootstrap_diff
-from helpers.policy import HFPolicy, Policy, Sampling
+from helpers.policy import Sampling
 from helpers.progress import bar
 from helpers.rollout import Trajectory, rollout
 
@@ -31,18 +35,8 @@ def trajectory_record(tr: Trajectory) -> dict:
     }  # fmt: skip
 
 
-def agent_id(policy) -> str:
-    """What identifies an agent's behaviour: its model's path (relative to the results root, `store.portable`) or
-    name, and a fixed sampling temperature if any."""
-    inner = getattr(policy, "policy", None)
-    own = getattr(getattr(policy, "model", None), "name_or_path", None) or getattr(policy, "name", "?")
-    base = agent_id(inner) if inner is not None else store.portable(own)
-    temp = getattr(policy, "temperature", None)
-    return f"{base}@T={temp:g}" if temp is not None else base
-
-
 def evaluate_grid(
-    models: dict[str, str | Path | Policy],
+    models: dict[str, AgentLike],
     env_name: str,
     tasks: list[Task],
     budgets: list[int],
@@ -57,8 +51,9 @@ def evaluate_grid(
     """Success records for every (model, budget) cell; complete cells already in `records` are reused.
 
     The same tasks, samples and seeds are used for every model and budget, so comparisons are paired.
-    `models` maps a name to a model path or a loaded policy. A cell is rolled out in batches of at most
-    `max_batch` trajectories (whole tasks) to bound memory.
+    `models` maps a name to an `Agent` (loaded for its cells, then closed), a loaded policy (the caller's: used
+    as it is) or a model path (loaded on `device` in float32, then closed). A cell is rolled out in batches of at
+    most `max_batch` trajectories (whole tasks) to bound memory.
 
     Resume: a cell counts as done only when `records` holds all of its len(tasks) x n_samples records for the
     same agent (`agent_id`: model and temperature), so a changed model is evaluated anew and a cell cut short by
@@ -73,18 +68,8 @@ def evaluate_grid(
     # one writer per records folder: a second sweep into the same records stops here (FolderBusy, naming this one)
     # before it computes anything; two at once would both append what is missing (duplicated records)
     records.claim()
-    loaded: dict[str, Policy] = {}
-
-    def policy(name: str) -> Policy:
-        if name not in loaded:
-            m = models[name]
-            loaded[name] = (
-                m if hasattr(m, "generate") else HFPolicy.from_pretrained(m, device=device, name=name)
-            )
-        return loaded[name]
-
     wanted = {t.task_id for t in tasks}
-    ids = {name: agent_id(policy(name)) for name in models}
+    ids = {name: agent_id(m) for name, m in models.items()}
     expected = len(tasks) * n_samples
     rows = records.read(require=RECORD_KEYS)
     counts: dict[tuple, int] = {}
@@ -97,20 +82,54 @@ def evaluate_grid(
     if partial:  # cut short (or made by another model): rewrite the file without them
         keep = [r for r in rows if (r["model"], r["budget"]) not in partial]
         records = store.Records.rewrite(records.path, keep)
-    todo = [(name, T) for name in models for T in budgets if (name, T) not in done]
-    for name, T in bar(todo, desc="evaluation cells", leave=False):
-        per_call = max(1, max_batch // n_samples)
-        trajs = []
-        for i in range(0, len(tasks), per_call):
-            trajs += rollout(policy(name), env_name, tasks[i : i + per_call], T, n_samples, sampling, seed=seed,
-                             step_quality=False, model_name=name)  # fmt: skip
-        if trajectories is not None:
-            trajectories.append([t.to_dict() for t in trajs])
-        records.append([{**trajectory_record(t), "agent_id": ids[name]} for t in trajs])
+    # model -> its budgets still to roll out, in the caller's order (a model with none is never loaded)
+    todo = {name: [T for T in budgets if (name, T) not in done] for name in models}
+    todo = {name: Ts for name, Ts in todo.items() if Ts}
+    progress = bar(total=sum(map(len, todo.values())), desc="evaluation cells", leave=False)
+    per_call = max(1, max_batch // n_samples)
+    for name, todo_budgets in todo.items():
+        with opened(models[name], name, device) as policy:  # one model at a time
+            for T in todo_budgets:
+                trajs = []
+                for i in range(0, len(tasks), per_call):
+                    trajs += rollout(policy, env_name, tasks[i : i + per_call], T, n_samples, sampling, seed=seed,
+                                     step_quality=False, model_name=name)  # fmt: skip
+                if trajectories is not None:
+                    trajectories.append([t.to_dict() for t in trajs])
+                records.append([{**trajectory_record(t), "agent_id": ids[name]} for t in trajs])
+                progress.update(1)
+    progress.close()
     df = pd.DataFrame(records.read(require=RECORD_KEYS))
     return df[
         df["model"].isin(list(models)) & df["budget"].isin(budgets) & df["task_id"].isin(wanted)
     ].reset_index(drop=True)
+
+
+def evaluate_cells(
+    models: dict[str, AgentLike],
+    env_name: str,
+    cells: dict[Hashable, tuple[list[Task], int]],
+    n_samples: int,
+    sampling: Sampling,
+    seed: int,
+    records: store.Records,
+    **kw,
+) -> dict[Hashable, pd.DataFrame]:
+    """`evaluate_grid` for cells of (tasks, budget) with their own tasks each (the fractions of T_max of tasks whose
+    T_max differ), each model loaded once per set of tasks rather than once per cell: cells of the same tasks
+    form one grid over their budgets. Returns each cell's records, in the order of `cells`, as `evaluate_grid` of
+    that cell alone returns them."""
+    groups: dict[tuple[str, ...], list[Hashable]] = {}
+    for key, (ts, _) in cells.items():
+        groups.setdefault(tuple(t.task_id for t in ts), []).append(key)
+    frames: dict[Hashable, pd.DataFrame] = {}
+    for keys in groups.values():
+        ts = cells[keys[0]][0]
+        budgets = list(dict.fromkeys(cells[k][1] for k in keys))
+        df = evaluate_grid(models, env_name, ts, budgets, n_samples, sampling, seed, records, **kw)
+        for k in keys:
+            frames[k] = df[df["budget"] == cells[k][1]].reset_index(drop=True)
+    return {k: frames[k] for k in cells}
 
 
 def success_by_task(df: pd.DataFrame) -> pd.DataFrame:
@@ -168,7 +187,7 @@ def method_gain(
 
 
 def recorded_trajectories(
-    profile: str, name: str, policy: Policy, env_name: str, tasks: list[Task], budget: int | list[int] | None,
+    profile: str, name: str, agent: AgentLike, env_name: str, tasks: list[Task], budget: int | list[int] | None,
     n_samples: int, sampling: Sampling, seed: int, step_quality: bool = True,
 ) -> list[Trajectory]:  # fmt: skip
     """Full trajectories of one agent on `tasks` (rolled out once, then read back from the store).
@@ -176,7 +195,7 @@ def recorded_trajectories(
     `budget`: one for every task, one per task, or None for each task's own T_max (`Task.t_max`). The analyses of
     notebooks 04-06 share them; the file name carries a hash of everything that determines them (the agent's model
     and temperature, tasks, budgets, samples, sampling, seed), so a changed model or setting records anew; a file
-    cut short by a kill is recorded again.
+    cut short by a kill is recorded again. An `Agent` is loaded only to record (and closed after).
     """
     import hashlib
     import json
@@ -184,14 +203,15 @@ def recorded_trajectories(
     budgets = [t.t_max for t in tasks] if budget is None else budget
     if not isinstance(budgets, int) and len(set(budgets)) == 1:
         budgets = int(budgets[0])  # one budget for all: the recipe (and file name) of a single int
-    recipe = json.dumps([agent_id(policy), [t.task_id for t in tasks], budgets, n_samples, repr(sampling), seed,
+    recipe = json.dumps([agent_id(agent), [t.task_id for t in tasks], budgets, n_samples, repr(sampling), seed,
                          step_quality])  # fmt: skip
     digest = hashlib.sha256(recipe.encode()).hexdigest()[:10]
     path = store.profile_dir(profile) / "trajectories" / f"{name}-{digest}.jsonl"
     existing = [Trajectory.from_dict(d) for d in store.Records(path)]
     if len(existing) == len(tasks) * n_samples:
         return existing
-    trajs = rollout(policy, env_name, tasks, budgets, n_samples, sampling, seed=seed, step_quality=step_quality,
-                    model_name=name)  # fmt: skip
+    with opened(agent, name) as policy:
+        trajs = rollout(policy, env_name, tasks, budgets, n_samples, sampling, seed=seed,
+                        step_quality=step_quality, model_name=name)  # fmt: skip
     store.Records.rewrite(path, [t.to_dict() for t in trajs])
     return trajs

@@ -43,6 +43,7 @@ import numpy as np
 import pandas as pd
 
 from helpers import store
+from helpers.agents import AgentLike, opened
 from helpers.config import REPO_ROOT
 from helpers.metrics import nested_bootstrap
 from helpers.policy import Policy
@@ -378,12 +379,13 @@ def transcript_summary(nll: pd.DataFrame, llr: pd.DataFrame, n_boot: int = 1000,
 
 
 def score_transcripts(
-    path: str | Path, base: Policy, rl: dict[str, Policy], n_boot: int = 1000, ci: float = 0.95, seed: int = 0,
+    path: str | Path, base: Policy, rl: dict[str, AgentLike], n_boot: int = 1000, ci: float = 0.95, seed: int = 0,
     style: str | None = "terminus",
 ) -> tuple[dict, pd.DataFrame, pd.DataFrame]:  # fmt: skip
     """Read a transcript file, encode it with the base policy's chat format, leave out transcripts longer than the
     base's context, and score the rest: per-token NLL of the actions under `base` and, for each RL policy of `rl`
-    (name -> policy, e.g. one per seed), the cumulative LLR against `base`. Returns (metrics, NLL rows, LLR rows);
+    (name -> policy or `helpers.agents.Agent`, opened one at a time, e.g. one per seed), the cumulative LLR against
+    `base`. Returns (metrics, NLL rows, LLR rows);
     the metrics hold `transcript_summary`'s per-agent numbers and what was read, left out and invalid."""
     transcripts = read_transcripts(path)
     chat = ChatFormat(base.tokenizer, getattr(base, "chat_kwargs", None))
@@ -394,6 +396,9 @@ def score_transcripts(
     if not encoded:
         return info, pd.DataFrame(), pd.DataFrame()
     nll = action_nll(base, encoded)
-    llr = pd.concat([cumulative_llr(policy, base, encoded).assign(rl_seed=name) for name, policy in rl.items()],
-                    ignore_index=True)  # fmt: skip
+    frames = []
+    for name, agent in rl.items():
+        with opened(agent, name) as policy:
+            frames.append(cumulative_llr(policy, base, encoded).assign(rl_seed=name))
+    llr = pd.concat(frames, ignore_index=True)
     return info | transcript_summary(nll, llr, n_boot, ci, seed), nll, llr

@@ -16,9 +16,10 @@ from pathlib import Path
 import pandas as pd
 
 from helpers import controls, evaluate, fmt, likelihood, metrics, paper, store
+from helpers.agents import AgentLike, opened
 from helpers.config import Config
 from helpers.envs import load_tasks, settings
-from helpers.policy import Policy, Sampling
+from helpers.policy import Sampling
 
 NOTEBOOK = "06_likelihood_analysis"
 ROLES = ("rl", "base", "sharp")
@@ -26,11 +27,12 @@ ROLES = ("rl", "base", "sharp")
 
 @dataclass
 class Recorded:
-    """The trajectories notebook 06 scores: the test tasks, the agents (base, sharp, every GRPO seed), the GRPO
-    seeds' names and each agent's recorded trajectories."""
+    """The trajectories notebook 06 scores: the test tasks, the agents (base, sharp, every GRPO seed; not loaded:
+    each scoring opens what it needs, the base and at most one RL seed at a time), the GRPO seeds' names and each
+    agent's recorded trajectories."""
 
     tasks: list
-    agents: dict[str, Policy]
+    agents: dict[str, AgentLike]
     rl_names: list[str]
     trajs: dict[str, list]
 
@@ -59,8 +61,9 @@ def record(cfg: Config) -> Recorded:
 def action_nll(rec: Recorded) -> pd.DataFrame:
     """Per action of the base's, the sharpened base's and every GRPO seed's trajectories: its per-token NLL under
     the base policy (`likelihood.action_nll`); column `actions_of` names the agent."""
-    return pd.concat([likelihood.action_nll(rec.agents["base"], rec.trajs[name]).assign(actions_of=name)
-                      for name in ["base", "sharp", *rec.rl_names]])  # fmt: skip
+    with opened(rec.agents["base"]) as base:
+        return pd.concat([likelihood.action_nll(base, rec.trajs[name]).assign(actions_of=name)
+                          for name in ["base", "sharp", *rec.rl_names]])  # fmt: skip
 
 
 def by_source(nll: pd.DataFrame) -> pd.DataFrame:
@@ -86,9 +89,12 @@ def nll_summary(nll: pd.DataFrame, rl_names: list[str], n_boot: int = 1000, ci: 
 def cumulative(rec: Recorded) -> pd.DataFrame:
     """The cumulative LLR of every GRPO seed against the base (`likelihood.cumulative_llr`) on that seed's, the
     base's and the sharpened base's trajectories; columns `trajectories_of` (rl, base, sharp) and `rl_seed`."""
-    rows = [likelihood.cumulative_llr(rec.agents[name], rec.agents["base"], rec.trajs[src])
-            .assign(trajectories_of=role, rl_seed=name)
-            for name in rec.rl_names for role, src in (("rl", name), ("base", "base"), ("sharp", "sharp"))]  # fmt: skip
+    rows = []
+    with opened(rec.agents["base"]) as base:
+        for name in rec.rl_names:
+            with opened(rec.agents[name]) as rl:  # one RL seed at a time, beside the base
+                rows += [likelihood.cumulative_llr(rl, base, rec.trajs[src]).assign(trajectories_of=role, rl_seed=name)
+                         for role, src in (("rl", name), ("base", "base"), ("sharp", "sharp"))]  # fmt: skip
     return pd.concat(rows, ignore_index=True)
 
 
@@ -141,9 +147,9 @@ def transcripts(cfg: Config, out: store.Run, rec: Recorded) -> tuple[dict, Path 
     path = likelihood.transcripts_file(p.transcripts, out.path("example_transcripts.jsonl"))
     if path is None:
         return {"file": None}, None
-    found, t_nll, t_llr = likelihood.score_transcripts(path, rec.agents["base"],
-                                                       {n: rec.agents[n] for n in rec.rl_names},
-                                                       cfg.eval.n_bootstrap, cfg.eval.ci, cfg.seed)  # fmt: skip
+    with opened(rec.agents["base"]) as base:
+        found, t_nll, t_llr = likelihood.score_transcripts(path, base, {n: rec.agents[n] for n in rec.rl_names},
+                                                           cfg.eval.n_bootstrap, cfg.eval.ci, cfg.seed)  # fmt: skip
     found["generated_examples"] = p.transcripts == "examples"
     out.write_table("transcript_action_nll", t_nll)
     out.write_table("transcript_cumulative_llr", t_llr)

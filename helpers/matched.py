@@ -21,9 +21,10 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from helpers import controls, envs, evaluate, fmt, metrics, paper, plots, probing, store
+from helpers.agents import AgentLike, opened
 from helpers.config import Config
 from helpers.envs import load_tasks, settings
-from helpers.policy import Policy, Sampling
+from helpers.policy import Sampling
 
 NOTEBOOK = "04_step_level_probing"
 PAIRS = (("rl", "base"), ("rl", "sharp"), ("sharp", "base"))
@@ -49,7 +50,7 @@ class Probe:
         return bool(self.oracle["step_oracle"])
 
 
-def recorded(cfg: Config, agents: dict[str, Policy], tasks: list, name: str) -> list:
+def recorded(cfg: Config, agents: dict[str, AgentLike], tasks: list, name: str) -> list:
     """Agent `name`'s probing trajectories, two per test task at each task's own T_max (shared with notebook 05)."""
     sampling = Sampling.from_config(cfg.sampling)
     return evaluate.recorded_trajectories(cfg.results_name, f"probe-{name}", agents[name], cfg.env.name, tasks,
@@ -61,17 +62,30 @@ def roles(name: str) -> tuple[tuple[str, str], ...]:
     return (("base", "base"), ("sharp", "sharp"), ("rl", name))
 
 
+def by_agent(pools: dict[str, list]) -> dict[str, list[tuple[str, str]]]:
+    """Agent -> the (pool, role) pairs it plays, so each agent is opened once for all of its pools (the base and
+    the sharpened base play in every pool, an RL seed in its own)."""
+    out: dict[str, list[tuple[str, str]]] = {}
+    for name in pools:
+        for role, agent in roles(name):
+            out.setdefault(agent, []).append((name, role))
+    return out
+
+
 def quality_table(
-    agents: dict[str, Policy], pools: dict[str, list], g: int, cfg: Config, seed: int
+    agents: dict[str, AgentLike], pools: dict[str, list], g: int, cfg: Config, seed: int
 ) -> pd.DataFrame:
-    """Per state of every seed's pool: each role's mean oracle quality over its G actions, sampled with `seed`."""
+    """Per state of every seed's pool: each role's mean oracle quality over its G actions, sampled with `seed`
+    (each policy draws from its own stream, so the order in which the agents are opened changes nothing)."""
     s = Sampling.from_config(cfg.sampling)
-    tables = []
-    for name, pool in pools.items():
-        quality = {role: probing.state_quality(agents[agent], pool, g,
-                                               Sampling(s.temperature, s.top_p, s.max_new_tokens, seed=seed))
-                   for role, agent in roles(name)}  # fmt: skip
-        tables.append(probing.state_table(pool, quality).assign(rl_seed=int(name.rsplit("-s", 1)[1])))
+    sampling = Sampling(s.temperature, s.top_p, s.max_new_tokens, seed=seed)
+    quality: dict = {}  # (pool, role) -> [n_states, g] qualities
+    for agent, plays in by_agent(pools).items():
+        with opened(agents[agent]) as policy:  # one model at a time
+            for name, role in plays:
+                quality[name, role] = probing.state_quality(policy, pools[name], g, sampling)
+    tables = [probing.state_table(pool, {role: quality[name, role] for role, _ in roles(name)})
+              .assign(rl_seed=int(name.rsplit("-s", 1)[1])) for name, pool in pools.items()]  # fmt: skip
     return pd.concat(tables, ignore_index=True)
 
 

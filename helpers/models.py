@@ -11,6 +11,11 @@ No weights can be downloaded where the kit is developed, so the cpu tier makes i
 * a randomly initialised `Qwen3ForCausalLM` of the profile's size.
 
 Both are saved with `save_pretrained`, so `AutoTokenizer`, `AutoModelForCausalLM` (and vLLM) load them by path.
+
+`model.name_or_path: tiny-qwen3` builds the same small model with Qwen3's real tokenizer instead
+(`helpers.qwen3_tokenizer`: its byte-level BPE, special tokens and official chat template, and the 151,936-row
+embedding of the real models): the GPU tier's tokenizer and chat format on a model a CPU can train (the
+`qwen3_rehearsal` profile). `TINY` maps each name the kit builds to its tokenizer.
 """
 
 from __future__ import annotations
@@ -30,12 +35,19 @@ from transformers import (
     Qwen3ForCausalLM,
 )
 
-from helpers import attention  # registers the CPU attention (decoding without SDPA's slow masked path)
+from helpers import (
+    attention,  # registers the CPU attention (decoding without SDPA's slow masked path)
+    qwen3_tokenizer,
+)
 from helpers.config import TinyModelConfig
 
 transformers.utils.logging.disable_progress_bar()  # loading a model is not a long loop worth a bar
 
 IM_START, IM_END, PAD = "<|im_start|>", "<|im_end|>", "<|endoftext|>"
+TINY = {
+    "tiny": "kit",
+    "tiny-qwen3": "qwen3",
+}  # the models the kit builds (model.name_or_path) -> their tokenizer
 SPECIAL_TOKENS = [PAD, IM_START, IM_END]
 
 # Isolated pieces: special tokens and answer tags; words with the space before them, as GPT-2's byte-level BPE
@@ -74,10 +86,13 @@ def train_tokenizer(corpus: list[str], vocab_size: int = 400) -> PreTrainedToken
     return fast
 
 
-def tiny_model(cfg: TinyModelConfig, tokenizer: PreTrainedTokenizerFast, seed: int = 0) -> Qwen3ForCausalLM:
-    """A randomly initialised Qwen3ForCausalLM of the profile's size (tied embeddings)."""
+def tiny_model(
+    cfg: TinyModelConfig, tokenizer: PreTrainedTokenizerFast, seed: int = 0, vocab_size: int | None = None
+) -> Qwen3ForCausalLM:
+    """A randomly initialised Qwen3ForCausalLM of the profile's size (tied embeddings), with `vocab_size` rows of
+    embedding (default: one per token of `tokenizer`)."""
     config = Qwen3Config(
-        vocab_size=len(tokenizer),
+        vocab_size=vocab_size or len(tokenizer),
         hidden_size=cfg.hidden_size,
         intermediate_size=cfg.intermediate_size,
         num_hidden_layers=cfg.num_layers,
@@ -98,13 +113,22 @@ def tiny_model(cfg: TinyModelConfig, tokenizer: PreTrainedTokenizerFast, seed: i
     return model
 
 
-def build_tiny(cfg: TinyModelConfig, corpus: list[str], out_dir: str | Path, seed: int = 0) -> Path:
-    """Train the tokenizer on `corpus`, make the model, save both to `out_dir` (loadable by path)."""
+def build_tiny(
+    cfg: TinyModelConfig, corpus: list[str], out_dir: str | Path, seed: int = 0, tokenizer: str = "kit"
+) -> Path:
+    """Make the tokenizer (`kit`: trained on `corpus`; `qwen3`: Qwen3's real one, with the real models'
+    151,936-row embedding) and the model, and save both to `out_dir` (loadable by path)."""
     out_dir = Path(out_dir)
-    tokenizer = train_tokenizer(corpus)
-    model = tiny_model(cfg, tokenizer, seed)
     out_dir.mkdir(parents=True, exist_ok=True)
-    tokenizer.save_pretrained(out_dir)
+    if tokenizer == "qwen3":
+        tok = qwen3_tokenizer.load(qwen3_tokenizer.build(out_dir))
+        model = tiny_model(cfg, tok, seed, vocab_size=qwen3_tokenizer.VOCAB_SIZE)
+    elif tokenizer == "kit":
+        tok = train_tokenizer(corpus)
+        model = tiny_model(cfg, tok, seed)
+        tok.save_pretrained(out_dir)
+    else:
+        raise ValueError(f"tokenizer must be one of {sorted(set(TINY.values()))}, got {tokenizer!r}")
     model.save_pretrained(out_dir)
     return out_dir
 
@@ -139,15 +163,21 @@ def load(
     name_or_path: str | Path, device: str = "cpu", dtype: str = "float32", **kw: Any
 ) -> tuple[torch.nn.Module, PreTrainedTokenizerFast]:
     """Load (model, tokenizer) from a local folder or a hub name such as `Qwen/Qwen3-4B`."""
+    tokenizer = load_tokenizer(name_or_path)
+    if str(device).startswith("cpu") and "attn_implementation" not in kw:
+        kw["attn_implementation"] = attention.NAME
+    model = AutoModelForCausalLM.from_pretrained(str(name_or_path), dtype=getattr(torch, dtype), **kw)
+    return model.to(device).eval(), tokenizer
+
+
+def load_tokenizer(name_or_path: str | Path) -> PreTrainedTokenizerFast:
+    """A model's tokenizer as the kit uses it: padding on the left, a pad token (end-of-text if it has none)."""
     check_exists(name_or_path)
     tokenizer = AutoTokenizer.from_pretrained(str(name_or_path))
     tokenizer.padding_side = "left"
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
-    if str(device).startswith("cpu") and "attn_implementation" not in kw:
-        kw["attn_implementation"] = attention.NAME
-    model = AutoModelForCausalLM.from_pretrained(str(name_or_path), dtype=getattr(torch, dtype), **kw)
-    return model.to(device).eval(), tokenizer
+    return tokenizer
 
 
 DTYPES = ("float32", "bfloat16", "float16")

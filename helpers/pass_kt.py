@@ -16,9 +16,10 @@ import pandas as pd
 
 from helpers import budget, controls, fmt, metrics, plots, store
 from helpers import evaluate as evaluation
+from helpers.agents import Agent
 from helpers.config import Config
 from helpers.envs import Task, load_tasks, settings
-from helpers.policy import Policy, Sampling
+from helpers.policy import Sampling
 
 # name -> (method a, method b): a minus b, Pass@(K, T) in points
 COMPARISONS = {
@@ -38,7 +39,7 @@ class Sweep:
     tasks: list[Task]
     cells: dict[tuple[float, int], list[Task]]  # (fraction, budget) -> tasks, each its own T_max
     by_T: dict[int, dict[int, list[Task]]]  # T -> {budget: tasks}
-    agents: dict[str, Policy]
+    agents: dict[str, Agent]
     methods: dict[str, list[str]]
 
     @property
@@ -86,15 +87,10 @@ def evaluate(cfg: Config, sw: Sweep, out: store.Run) -> pd.DataFrame:
     """One batched rollout per (agent, T) of `sweep.n_samples` samples per task (records in `sweep_records`: an
     interrupted sweep resumes, a finished one is only read)."""
     sampling = Sampling.from_config(cfg.sampling)
-    return pd.concat(
-        [
-            evaluation.evaluate_grid(sw.agents, cfg.env.name, ts, [b], cfg.sweep.n_samples, sampling,
-                                     seed=cfg.seed + 3000, records=out.records("sweep_records")).assign(budget=T)
-            for T, cell in sw.by_T.items()
-            for b, ts in cell.items()
-        ],
-        ignore_index=True,
-    )  # fmt: skip
+    cells = {(T, b): (ts, b) for T, cell in sw.by_T.items() for b, ts in cell.items()}
+    frames = evaluation.evaluate_cells(sw.agents, cfg.env.name, cells, cfg.sweep.n_samples, sampling,
+                                       seed=cfg.seed + 3000, records=out.records("sweep_records"))  # fmt: skip
+    return pd.concat([frames[(T, b)].assign(budget=T) for T, b in cells], ignore_index=True)
 
 
 def per_task_k(df: pd.DataFrame) -> pd.DataFrame:

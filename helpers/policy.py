@@ -13,11 +13,17 @@ tokens generated for it, then the new observation), only the new tokens are pre-
 prefix cache, as vLLM has, so the rollout engine is the same for both backends. Chunks are left-padded; pad
 positions are masked out as keys, and position ids count real tokens only, so the cached computation equals a
 clean forward over the unpadded conversation.
+
+Every policy the kit builds can be closed: `policy.close()` drops what it holds (the model, its cache; a vLLM
+engine is shut down) and hands the freed memory back (`release_torch_cache`), and `with policy:` closes it on
+leaving the block. A wrapper (`Tempered`) closes what it wraps. The kit closes each policy it is done with, so an
+evaluation of many models holds one at a time.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import gc
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -53,6 +59,26 @@ class Generation:
     logprobs: list[float]
     text: str
     finished: bool = True  # False when max_new_tokens cut it off before end-of-turn
+
+
+def release_torch_cache() -> None:
+    """Collect garbage and hand PyTorch's cached GPU blocks back to the driver, so that the next model (or a waking
+    vLLM engine) can have them (TRL does the same before its wake-up, "required to avoid OOM in some cases")."""
+    gc.collect()
+    torch.cuda.empty_cache()  # a no-op where CUDA was never initialised
+
+
+class Closing:
+    """`with policy:` closes the policy on leaving the block (see the module docstring); `close` frees it."""
+
+    def close(self) -> None:
+        """Free what the policy holds; it cannot sample or score afterwards."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 
 @runtime_checkable
@@ -139,7 +165,7 @@ def sample_from_logits(
     return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
 
 
-class Tempered:
+class Tempered(Closing):
     """A policy sampled at a fixed temperature whatever the caller asks (the sharpened base: the same model,
     sampled at the temperature `helpers.controls` chose). Scoring is the model's own, untouched."""
 
@@ -161,6 +187,11 @@ class Tempered:
     def reset_cache(self) -> None:
         if hasattr(self.policy, "reset_cache"):
             self.policy.reset_cache()
+
+    def close(self) -> None:
+        """Close the wrapped policy."""
+        if hasattr(self.policy, "close"):
+            self.policy.close()
 
 
 @dataclass
@@ -187,7 +218,7 @@ class _PrefixCache:
         return rows
 
 
-class HFPolicy:
+class HFPolicy(Closing):
     """Policy over a Hugging Face causal LM, with a KV cache carried across turns."""
 
     def __init__(
@@ -217,6 +248,12 @@ class HFPolicy:
     def reset_cache(self) -> None:
         """Forget cached conversations (after a weight update the cache is stale)."""
         self._cache = None
+
+    def close(self) -> None:
+        """Drop the model and the cache (a model shared with a trainer lives on there) and release the memory."""
+        self._cache = None
+        self.model = None
+        release_torch_cache()
 
     # -------------------------------------------------------------------------------------------- sampling
     @torch.no_grad()

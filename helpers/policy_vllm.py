@@ -38,7 +38,6 @@ vllm is imported lazily: this module imports without it, and using the backend w
 
 from __future__ import annotations
 
-import gc
 import os
 from pathlib import Path
 from typing import Any
@@ -47,7 +46,7 @@ import torch
 from transformers import AutoTokenizer
 
 from helpers import models
-from helpers.policy import Generation, Sampling
+from helpers.policy import Closing, Generation, Sampling, release_torch_cache
 
 _SEED_MOD = 2**31 - 1
 ENFORCE_EAGER_ENV = "KIT_VLLM_ENFORCE_EAGER"
@@ -63,11 +62,16 @@ def llm_defaults() -> dict[str, Any]:
     raise ValueError(f"{ENFORCE_EAGER_ENV} must be 1 or 0, got {value!r}")
 
 
-def release_torch_cache() -> None:
-    """Hand PyTorch's cached GPU blocks back to the driver, so a waking vLLM engine can map them (TRL does the same
-    before its wake-up, "required to avoid OOM in some cases")."""
-    gc.collect()
-    torch.cuda.empty_cache()  # a no-op where CUDA was never initialised
+def destroy_vllm_distributed() -> None:
+    """vllm's model-parallel groups and distributed environment torn down, where vllm has the helpers."""
+    try:
+        from vllm.distributed import parallel_state
+    except ImportError:  # no vllm, or one without the module: nothing of it was set up here
+        return
+    for name in ("destroy_model_parallel", "destroy_distributed_environment"):
+        fn = getattr(parallel_state, name, None)
+        if callable(fn):
+            fn()
 
 
 def require_vllm():
@@ -89,7 +93,7 @@ def request_seeds(seed: int | None, n: int) -> list[int | None]:
     return [(int(seed) * 1_000_003 + i * 7_919 + 1) % _SEED_MOD for i in range(n)]
 
 
-class VLLMPolicy:
+class VLLMPolicy(Closing):
     """Policy over a vLLM `LLM` (token ids in, token ids and log-probs out)."""
 
     def __init__(self, llm, tokenizer, name: str = "model", chat_kwargs: dict | None = None,
@@ -247,6 +251,32 @@ class VLLMPolicy:
         self.llm.reset_prefix_cache()
         return n
 
+    # -------------------------------------------------------------------------------------------- shutdown
+    def close(self) -> None:
+        """Shut the engine down and give its GPU memory back, so that the next engine (the next model of an
+        evaluation, the next RL run in this kernel) can take it; an engine that belongs to TRL is only let go.
+
+        vLLM's `LLM` has no `close`; what releases it (vllm's own tests and examples, vllm 0.31.0): the engine
+        core's `shutdown()` (in-process here: `VLLM_ENABLE_V1_MULTIPROCESSING=0`), deleting the `LLM`, vllm's
+        distributed state torn down (`destroy_model_parallel`, `destroy_distributed_environment`, which also ends
+        the one-process torch.distributed group vLLM made, so the next engine can make its own), then
+        `gc.collect()` and `torch.cuda.empty_cache()`. Each step is skipped where this vllm lacks it.
+        """
+        llm, self.llm = self.llm, None
+        if llm is None:
+            return
+        if self.owns_llm:
+            core = getattr(getattr(llm, "llm_engine", None), "engine_core", None)
+            if callable(getattr(core, "shutdown", None)):
+                core.shutdown()
+            del llm, core
+            destroy_vllm_distributed()
+        else:
+            del llm
+        release_torch_cache()
+
     def _check_awake(self) -> None:
+        if self.llm is None:
+            raise RuntimeError(f"policy {self.name!r} is closed: its vLLM engine was shut down")
         if self.asleep:
             raise RuntimeError(f"policy {self.name!r}: the vLLM engine is asleep; call wake_up(model) first")

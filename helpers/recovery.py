@@ -20,10 +20,11 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from helpers import controls, envs, fmt, matched, metrics, paper, plots, probing, store
+from helpers import controls, envs, fmt, matched, metrics, models, paper, plots, probing, store
+from helpers.agents import Agent, AgentLike, opened
 from helpers.config import Config
 from helpers.envs import load_tasks, settings
-from helpers.policy import Policy, Sampling
+from helpers.policy import Sampling
 from helpers.rollout import ChatFormat
 
 NOTEBOOK = "05_error_recovery"
@@ -52,12 +53,13 @@ class Recovery:
         return bool(self.oracle["step_oracle"])
 
 
-def error_pools(cfg: Config, agents: dict[str, Policy], tasks: list) -> dict[str, list[probing.ProbeState]]:
+def error_pools(cfg: Config, agents: dict[str, Agent], tasks: list) -> dict[str, list[probing.ProbeState]]:
     """Every GRPO seed's error states: candidates from the base's and the seed's trajectories of notebook 04, a
     balanced, shuffled pool larger than needed (some states admit no error), injected in order."""
     p = cfg.probing
     by_id = {t.task_id: t for t in tasks}
-    chat = ChatFormat(agents["base"].tokenizer)
+    tokenizer = agents["base"].tokenizer()
+    chat = ChatFormat(tokenizer, models.chat_kwargs(tokenizer))  # as the policies' rollouts render it
     attempts = probing.attempts_of(matched.recorded(cfg, agents, tasks, "base"))  # replies the env may inject
     errors = {}
     for name in controls.seeds_of(agents, "grpo"):
@@ -85,19 +87,25 @@ def concentration(per_state: pd.DataFrame, matched_states: pd.DataFrame, n_boot:
     return out
 
 
-def continuation(cfg: Config, agents: dict[str, Policy], errors: dict[str, list]) -> tuple[pd.DataFrame, dict,
-                                                                                             tuple]:  # fmt: skip
+def continuation(cfg: Config, agents: dict[str, AgentLike], errors: dict[str, list]) -> tuple[pd.DataFrame, dict,
+                                                                                                 tuple]:  # fmt: skip
     """Continuation success of every role from every seed's error states: the table (one row per role), RL minus
-    the base and minus the sharpened base, and the structural bound (mean, low, high)."""
+    the base and minus the sharpened base, and the structural bound (mean, low, high). Each agent is opened once
+    (`matched.by_agent`); each draws from its own stream, so the order changes nothing."""
     p, sampling = cfg.probing, Sampling.from_config(cfg.sampling)
     boot = (cfg.eval.n_bootstrap, cfg.eval.ci, cfg.seed)
+    success: dict = {}  # (pool, role) -> per-state continuation success
+    for agent, plays in matched.by_agent(errors).items():
+        with opened(agents[agent]) as policy:  # one model at a time
+            for name, role in plays:
+                success[name, role] = probing.continuation_success(policy, errors[name], p.n_continuations,
+                                                                   sampling, cfg.seed + 5004)  # fmt: skip
     rates: dict[str, list] = {role: [] for role in ("base", "sharp", "rl")}
     bounds = []
     for name, pool in errors.items():
         bounds.append(probing.best_success(pool))
-        for role, agent in matched.roles(name):
-            rates[role].append(probing.continuation_success(agents[agent], pool, p.n_continuations, sampling,
-                                                            cfg.seed + 5004))  # fmt: skip
+        for role, _ in matched.roles(name):
+            rates[role].append(success[name, role])
     upper = metrics.nested_bootstrap(bounds, lambda x: x, *boot)
     rows = []
     for role, per_seed in rates.items():

@@ -167,14 +167,13 @@ def evaluate(cfg: Config, models: dict[str, Path], run: store.Run) -> pd.DataFra
     """Success records of every model at every fraction of each test task's own T_max (`eval.budget_fractions`).
 
     The same tasks, samples and seed for every model (paired comparisons). One model is loaded at a time, on the
-    profile's backend (`backends.load_for`), and dropped before the next. Records are kept per (fraction,
+    profile's backend in `model.dtype` (`agents.opened`), and closed before the next. Records are kept per (fraction,
     budget) in the run's folder, so an interrupted evaluation resumes; tasks whose T_max differ (BFCL) get their
     own budget at the same fraction, and the `fraction` column is the nominal fraction.
     """
     from helpers import evaluate as ev
-    from helpers.backends import load_for
+    from helpers.agents import Agent, opened
     from helpers.policy import Sampling
-    from helpers.policy_vllm import release_torch_cache
     from helpers.progress import bar
 
     c = experiment_profile(cfg)
@@ -186,13 +185,11 @@ def evaluate(cfg: Config, models: dict[str, Path], run: store.Run) -> pd.DataFra
     sampling = Sampling.from_config(c.sampling)
     frames = []
     for name, path in bar(list(models.items()), desc="models", leave=False):
-        policy = load_for(c, path, name)
-        for (f, b), ts in cells.items():
-            df = ev.evaluate_grid({name: policy}, c.env.name, ts, [b], c.process.n_samples, sampling,
-                                  seed=c.seed + 1000, records=run.records(f"eval_f{f:g}_T{b}"))  # fmt: skip
-            frames.append(df.assign(fraction=f))
-        del policy
-        release_torch_cache()  # gc and, on a GPU, torch's cached blocks: the next model needs the memory
+        with opened(Agent(name, path, c)) as policy:  # closed (a vLLM engine shut down) before the next model
+            for (f, b), ts in cells.items():
+                df = ev.evaluate_grid({name: policy}, c.env.name, ts, [b], c.process.n_samples, sampling,
+                                      seed=c.seed + 1000, records=run.records(f"eval_f{f:g}_T{b}"))  # fmt: skip
+                frames.append(df.assign(fraction=f))
     return pd.concat(frames, ignore_index=True)
 
 

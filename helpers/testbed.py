@@ -12,10 +12,11 @@ from __future__ import annotations
 import pandas as pd
 
 from helpers import base_model, budget, evaluate, fmt, plots, store
+from helpers.agents import Agent, opened
 from helpers.config import Config
 from helpers.envs import Task, bfcl, code, format_transcript, load_tasks, make, play, settings, step_oracle
 from helpers.envs import frozenlake as fl
-from helpers.policy import HFPolicy, Sampling
+from helpers.policy import Sampling
 from helpers.rollout import ChatFormat, LastTurnContext, rollout
 
 # the metrics.json name of each testbed column, at the evaluation's budget fractions
@@ -142,14 +143,14 @@ def curve(cfg: Config, test: list[Task], out: store.Run) -> pd.DataFrame | None:
     t_max = cfg.env.frozenlake.t_max
     Ts = list(range(1, t_max + 1))
     fractions = _fractions(cfg)
-    policy = HFPolicy.from_pretrained(base_model.path_of(cfg), device=cfg.model.device, name="base")
-    agents = {
-        "base": policy,
-        "base_last_turn": LastTurnContext(policy, ChatFormat(policy.tokenizer), name="base_last_turn"),
-    }
-    df = evaluate.evaluate_grid(agents, "frozenlake", test, sorted(fractions), cfg.eval.n_samples,
-                                Sampling.from_config(cfg.sampling), seed=cfg.seed + 1000,
-                                records=out.records("base_records"))  # fmt: skip
+    with opened(Agent("base", base_model.path_of(cfg), cfg)) as policy:
+        agents = {
+            "base": policy,
+            "base_last_turn": LastTurnContext(policy, ChatFormat(policy.tokenizer), name="base_last_turn"),
+        }
+        df = evaluate.evaluate_grid(agents, "frozenlake", test, sorted(fractions), cfg.eval.n_samples,
+                                    Sampling.from_config(cfg.sampling), seed=cfg.seed + 1000,
+                                    records=out.records("base_records"))  # fmt: skip
     base_at = evaluate.budget_table(df, cfg.eval.n_bootstrap, cfg.eval.ci, cfg.seed).pivot(
         index="budget", columns="model"
     )
@@ -231,10 +232,10 @@ def series(cfg: Config, test: list[Task]) -> dict | None:
             rows.append(
                 {"reply": reply[:70], "step_quality": quality, "reward": result.reward, "done": result.done}
             )
-    policy = HFPolicy.from_pretrained(base_model.path_of(cfg), device=cfg.model.device, name="base")
-    (episode,) = rollout(
-        policy, env_name, [task], task.t_max, 1, Sampling.from_config(cfg.sampling), seed=cfg.seed
-    )
+    with opened(Agent("base", base_model.path_of(cfg), cfg)) as policy:
+        (episode,) = rollout(
+            policy, env_name, [task], task.t_max, 1, Sampling.from_config(cfg.sampling), seed=cfg.seed
+        )
     return {
         "metrics": {
             "task_id": task.task_id,

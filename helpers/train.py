@@ -119,55 +119,59 @@ def _train(cfg: Config, mode: str, seed: int | None, max_steps: int | None, out:
     metrics = store.Records(out / "metrics.jsonl")
     start = resume(out, device, model, opt, critic, critic_opt)
     resume_metrics(metrics, start)
-    # hf: the policy shares `model`; vllm: a colocated engine that is synced after every update
-    policy = rollout_policy_for(cfg, model, tok, name=mode)
+    # hf: the policy shares `model`; vllm: a colocated engine that is synced after every update (and shut down at
+    # the end, so the next run in this process can start its own)
+    with rollout_policy_for(cfg, model, tok, name=mode) as policy:
+        train_tasks = load_tasks(cfg.env.name, "train", seed=cfg.seed, **settings(cfg))
+        task_index = {t.task_id: t for t in train_tasks} if est.oracle else None
+        monitor = load_tasks(cfg.env.name, "train", n=c.eval_tasks, seed=cfg.seed + 29, **settings(cfg))
+        sampling = Sampling.from_config(cfg.sampling)
+        probes = probe_pool(cfg, HFPolicy(ref_model, tok, name="base"))
+        watch = Monitor(cfg, monitor, probes, sampling, rs)
 
-    train_tasks = load_tasks(cfg.env.name, "train", seed=cfg.seed, **settings(cfg))
-    task_index = {t.task_id: t for t in train_tasks} if est.oracle else None
-    monitor = load_tasks(cfg.env.name, "train", n=c.eval_tasks, seed=cfg.seed + 29, **settings(cfg))
-    sampling = Sampling.from_config(cfg.sampling)
-    probes = probe_pool(cfg, HFPolicy(ref_model, tok, name="base"))
-    watch = Monitor(cfg, monitor, probes, sampling, rs)
-
-    tag = {} if est.legacy_layout else {"algorithm": c.algorithm}  # GRPO's logs stay as they were
-    if start == 0 and not len(metrics):
-        metrics.append({"step": 0, "mode": mode, **tag, "rl_seed": rs, **watch(policy)})
-    last = c.steps if max_steps is None else min(c.steps, max_steps)
-    progress = bar(
-        range(start + 1, last + 1), desc=f"RL ({run_label(cfg, mode, ', ')}, seed {rs})", leave=False
-    )
-    for step in progress:
-        rng = np.random.default_rng([rs, step])
-        idx = rng.choice(len(train_tasks), size=min(c.tasks_per_step, len(train_tasks)), replace=False)
-        tasks = [train_tasks[i] for i in idx]
-        budgets = task_budgets(mode, [t.t_max for t in tasks], rng)
-        t0 = time.time()
-        trajs = rollout(policy, cfg.env.name, tasks, budgets, c.group_size, sampling, seed=rs * 100_003 + step,
-                        step_quality=False)  # fmt: skip
-        policy.reset_cache()
-        t1 = time.time()
-        before_update(policy)  # vllm: sleep while the trainer steps
-        upd = ppo_update(model, ref_model, opt, trajs, cfg, rng, critic=critic, critic_opt=critic_opt,
-                         tasks=task_index, seed=rs, update_actor=not est.critic or step > c.critic_warmup)  # fmt: skip
-        after_update(policy, model)  # vllm: wake up and load the new weights; hf: drop the conversation cache
-        t2 = time.time()
-        row = {
-            "step": step,
-            "mode": mode,
-            **tag,
-            "rl_seed": rs,
-            **step_stats(trajs, budgets, upd, t0, t1, t2),
-        }
-        if step % c.eval_every == 0 or step == c.steps:
-            row.update(watch(policy))
-        metrics.append(row)
-        progress.set_postfix(
-            success=f"{row['success']:.2f}", kl="-" if row["kl"] is None else f"{row['kl']:.3f}"
+        tag = {} if est.legacy_layout else {"algorithm": c.algorithm}  # GRPO's logs stay as they were
+        if start == 0 and not len(metrics):
+            metrics.append({"step": 0, "mode": mode, **tag, "rl_seed": rs, **watch(policy)})
+        last = c.steps if max_steps is None else min(c.steps, max_steps)
+        progress = bar(
+            range(start + 1, last + 1), desc=f"RL ({run_label(cfg, mode, ', ')}, seed {rs})", leave=False
         )
-        if step in c.save_steps and step < c.steps:  # before any later checkpoint, so a resumed run has it
-            save_final(snapshot_dir(out, step), model, tok)
-        if step % c.checkpoint_every == 0 or step == c.steps:
-            save_checkpoint(out, step, model, opt, critic, critic_opt)
+        for step in progress:
+            rng = np.random.default_rng([rs, step])
+            idx = rng.choice(len(train_tasks), size=min(c.tasks_per_step, len(train_tasks)), replace=False)
+            tasks = [train_tasks[i] for i in idx]
+            budgets = task_budgets(mode, [t.t_max for t in tasks], rng)
+            t0 = time.time()
+            trajs = rollout(policy, cfg.env.name, tasks, budgets, c.group_size, sampling, seed=rs * 100_003 + step,
+                            step_quality=False)  # fmt: skip
+            policy.reset_cache()
+            t1 = time.time()
+            before_update(policy)  # vllm: sleep while the trainer steps
+            upd = ppo_update(model, ref_model, opt, trajs, cfg, rng, critic=critic, critic_opt=critic_opt,
+                             tasks=task_index, seed=rs, update_actor=not est.critic or step > c.critic_warmup)  # fmt: skip
+            after_update(
+                policy, model
+            )  # vllm: wake up and load the new weights; hf: drop the conversation cache
+            t2 = time.time()
+            row = {
+                "step": step,
+                "mode": mode,
+                **tag,
+                "rl_seed": rs,
+                **step_stats(trajs, budgets, upd, t0, t1, t2),
+            }
+            if step % c.eval_every == 0 or step == c.steps:
+                row.update(watch(policy))
+            metrics.append(row)
+            progress.set_postfix(
+                success=f"{row['success']:.2f}", kl="-" if row["kl"] is None else f"{row['kl']:.3f}"
+            )
+            if (
+                step in c.save_steps and step < c.steps
+            ):  # before any later checkpoint, so a resumed run has it
+                save_final(snapshot_dir(out, step), model, tok)
+            if step % c.checkpoint_every == 0 or step == c.steps:
+                save_checkpoint(out, step, model, opt, critic, critic_opt)
     if last == c.steps:
         save_final(final, model, tok)
 

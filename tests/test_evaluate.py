@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from helpers import base_model, config, evaluate, metrics, store
+from helpers.agents import Agent, agent_id, opened
 from helpers.envs import load_tasks, settings
-from helpers.policy import HFPolicy, Sampling
+from helpers.policy import HFPolicy, Sampling, Tempered
 
 
 @pytest.fixture(scope="module")
@@ -44,6 +45,72 @@ def test_grid_resumes_without_duplicating_records(base_path, tmp_path):
     # and the table feeds Pass@(K,T) directly
     grid = metrics.pass_at_kt(again)
     assert set(grid["T"]) == {2, 4} and set(grid["K"]) == {1, 2, 3}
+
+
+def test_agents_are_loaded_one_at_a_time_and_only_for_cells_to_run(base_path, tmp_path, monkeypatch):
+    """Issue 28: a roster of Agents gives the records loaded policies give (same ids, same numbers), loads each model
+    once, never two at a time, closes it after its cells, and loads nothing for a finished grid."""
+    cfg = config.load("smoke")
+    tasks = load_tasks("frozenlake", "test", n=3, **settings(cfg))
+    sampling = Sampling(1.0, 1.0, 6)
+    roster = {"base": Agent("base", base_path, cfg), "sharp": Agent("sharp", base_path, cfg, temperature=0.5)}
+    held, loads, closed = [], [], []
+    real_load = Agent.load
+
+    def load(self):
+        assert not held, f"{self.name} loaded while {held} is open"
+        policy = real_load(self)
+        held.append(self.name)
+        loads.append(self.name)
+        real_close = policy.close
+
+        def close():
+            held.remove(self.name)
+            closed.append(policy)
+            real_close()
+
+        policy.close = close
+        return policy
+
+    monkeypatch.setattr(Agent, "load", load)
+    lazy = evaluate.evaluate_grid(
+        roster, "frozenlake", tasks, [2, 4], 2, sampling, 0, store.Records(tmp_path / "a")
+    )
+    assert loads == ["base", "sharp"] and not held
+    assert len(closed) == 2 and all(
+        (p.policy if isinstance(p, Tempered) else p).model is None for p in closed
+    )
+    again = evaluate.evaluate_grid(
+        roster, "frozenlake", tasks, [2, 4], 2, sampling, 0, store.Records(tmp_path / "a")
+    )
+    assert loads == ["base", "sharp"] and again.equals(lazy)  # nothing to run: nothing loaded
+    monkeypatch.setattr(Agent, "load", real_load)
+    loaded = {"base": HFPolicy.from_pretrained(base_path, name="base"),
+              "sharp": Tempered(HFPolicy.from_pretrained(base_path), 0.5, name="sharp")}  # fmt: skip
+    assert {n: agent_id(a) for n, a in roster.items()} == {n: agent_id(p) for n, p in loaded.items()}
+    eager = evaluate.evaluate_grid(
+        loaded, "frozenlake", tasks, [2, 4], 2, sampling, 0, store.Records(tmp_path / "b")
+    )
+    assert eager.equals(lazy)
+    with opened(loaded["base"]) as same:  # the caller's policy is used as it is and left open
+        assert same is loaded["base"]
+    assert loaded["base"].model is not None
+
+
+def test_cells_of_the_same_tasks_run_as_one_grid_with_the_records_of_each_cell(base_path, tmp_path):
+    cfg = config.load("smoke")
+    tasks = load_tasks("frozenlake", "test", n=3, **settings(cfg))
+    sampling = Sampling(1.0, 1.0, 6)
+    pol = HFPolicy.from_pretrained(base_path, name="base")
+    cells = {(0.5, 2): (tasks, 2), (1.0, 4): (tasks, 4), ("first task", 3): (tasks[:1], 3)}
+    frames = evaluate.evaluate_cells(
+        {"base": pol}, "frozenlake", cells, 2, sampling, 0, store.Records(tmp_path / "a")
+    )
+    assert list(frames) == list(cells)
+    for key, (ts, b) in cells.items():  # as the cell alone gives it
+        alone = evaluate.evaluate_grid({"base": pol}, "frozenlake", ts, [b], 2, sampling, 0,
+                                       store.Records(tmp_path / f"b{b}"))  # fmt: skip
+        assert frames[key].equals(alone)
 
 
 def test_budget_and_gain_tables_pair_models_on_tasks():

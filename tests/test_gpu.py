@@ -191,7 +191,8 @@ class _FakeLLM:
         self.calls, self.kwargs = calls, kwargs
         runner_model = types.SimpleNamespace(load_weights=lambda w: calls.append(("load_weights", w[0][0])))
         worker = types.SimpleNamespace(model_runner=types.SimpleNamespace(model=runner_model))
-        self.llm_engine = types.SimpleNamespace(model_executor=types.SimpleNamespace(driver_worker=worker))
+        self.llm_engine = types.SimpleNamespace(model_executor=types.SimpleNamespace(driver_worker=worker),
+                                                engine_core=types.SimpleNamespace(shutdown=lambda: calls.append("shutdown")))  # fmt: skip
 
     def sleep(self, level):
         self.calls.append(("sleep", level))
@@ -204,11 +205,11 @@ class _FakeLLM:
 
 
 def test_wake_up_empties_torch_cache_before_vllm_takes_memory_back(monkeypatch):
-    from helpers import policy_vllm
+    from helpers import policy
     from helpers.policy_vllm import VLLMPolicy
 
     calls: list = []
-    monkeypatch.setattr(policy_vllm.gc, "collect", lambda: calls.append("gc"))
+    monkeypatch.setattr(policy.gc, "collect", lambda: calls.append("gc"))
     monkeypatch.setattr(torch.cuda, "empty_cache", lambda: calls.append("empty_cache"))
     tok = types.SimpleNamespace(eos_token_id=2)
     model = torch.nn.Linear(2, 2)
@@ -228,6 +229,35 @@ def test_wake_up_empties_torch_cache_before_vllm_takes_memory_back(monkeypatch):
     with pytest.raises(ValueError, match="level 2"):
         policy.wake_up()
     assert calls == [("sleep", 2)] and policy.asleep
+
+
+def test_close_shuts_the_engine_down_and_gives_the_memory_back(monkeypatch):
+    """Issue 28: an engine the kit built is shut down (engine core, vllm's distributed state, then gc and torch's
+    cache), once, by close() or by leaving a `with` block; TRL's engine is only let go."""
+    from helpers import policy, policy_vllm
+    from helpers.policy_vllm import VLLMPolicy
+
+    calls: list = []
+    monkeypatch.setattr(policy.gc, "collect", lambda: calls.append("gc"))
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: calls.append("empty_cache"))
+    monkeypatch.setattr(policy_vllm, "destroy_vllm_distributed", lambda: calls.append("destroy_distributed"))
+    tok = types.SimpleNamespace(eos_token_id=2)
+    with VLLMPolicy(_FakeLLM(calls), tok, name="m") as p:
+        assert calls == []
+    assert calls == ["shutdown", "destroy_distributed", "gc", "empty_cache"] and p.llm is None
+    p.close()  # a second close does nothing
+    assert len(calls) == 4
+    with pytest.raises(RuntimeError, match="closed"):
+        p.generate([[1]], Sampling())
+    calls.clear()
+    VLLMPolicy(_FakeLLM(calls), tok, owns_llm=False).close()
+    assert calls == ["gc", "empty_cache"]
+
+
+def test_vllm_distributed_teardown_without_vllm_is_a_no_op():
+    from helpers.policy_vllm import destroy_vllm_distributed
+
+    destroy_vllm_distributed()  # nothing of vllm was set up here (or no vllm at all): nothing to do, no error
 
 
 def test_enforce_eager_from_the_environment(tiny, monkeypatch):

@@ -303,7 +303,7 @@ def _resampled_means(a: np.ndarray, seeds: np.ndarray, tasks: np.ndarray, block:
     row and averaged along it, as `np.nanmean` averages the block alone (the same sum, in the same order)."""
     n_boot, (S, T) = len(tasks), a.shape
     out = np.empty(n_boot)
-    step = max(1, block // (S * T))
+    step = max(1, block // max(1, S * T))  # no tasks (T = 0): every mean is NaN, as nanmean of nothing is
     for lo in range(0, n_boot, step):
         hi = min(n_boot, lo + step)
         out[lo:hi] = np.nanmean(

@@ -333,6 +333,12 @@ def test_crossed_bootstrap_equals_the_draw_by_draw_bootstrap_to_the_bit():
             want = _crossed_bootstrap_draw_by_draw(arrays, combine, n_boot, 0.9, seed)
             got = crossed_bootstrap(arrays, combine, n_boot, 0.9, seed)
         assert np.array_equal(got, want, equal_nan=True), (got, want)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        nothing = {"d": np.zeros((2, 0))}  # a metric no run logged a unit of: NaN, not an error
+        assert np.array_equal(crossed_bootstrap(nothing, lambda m: m["d"], 10, 0.95, 0),
+                              _crossed_bootstrap_draw_by_draw(nothing, lambda m: m["d"], 10, 0.95, 0),
+                              equal_nan=True)  # fmt: skip
 
 
 def test_method_summary_and_difference_read_each_cell_as_a_pivot_of_that_cell_alone():

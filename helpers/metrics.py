@@ -18,7 +18,7 @@ Records: one dict (or DataFrame row) per sampled trajectory with at least `model
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 import pandas as pd
@@ -400,7 +400,7 @@ def seed_bands(
             for method, by_seed in runs.items()}  # fmt: skip
 
 
-def _cells(per_task: pd.DataFrame, by: list[str], value: str):
+def _cells(per_task: pd.DataFrame, by: list[str], value: str) -> Iterator[tuple[tuple, pd.DataFrame]]:
     """(key, wide) per cell of `by`, in sorted order: `wide` is `value` per task (rows, sorted) and model (columns)
     of that cell. One pivot for all cells (a pivot per cell cost most of notebook 03's interval time)."""
     wide = per_task.pivot_table(index=[*by, "task_id"], columns="model", values=value)

@@ -57,8 +57,8 @@ def evaluate_grid(
 
     Resume: a cell counts as done only when `records` holds all of its len(tasks) x n_samples records for the
     same agent (`agent_id`: model and temperature), so a changed model is evaluated anew and a cell cut short by
-    a kill mid-append is dropped (the file is rewritten without it, atomically) and rolled out again, to exactly
-    the records an uninterrupted run writes.
+    a kill mid-append is dropped (the file is rewritten without it, atomically; records of other tasks stay) and
+    rolled out again, to exactly the records an uninterrupted run writes.
     """
     if not tasks:
         raise ValueError(f"evaluate_grid on {env_name}: the task list is empty (check the split, n_tasks or the "
@@ -79,8 +79,11 @@ def evaluate_grid(
             counts[key] = counts.get(key, 0) + 1
     done = {(m, T) for (m, T, a), n in counts.items() if n == expected and ids.get(m) == a}
     partial = {(m, T) for (m, T, a), n in counts.items() if (m, T) not in done and m in models}
-    if partial:  # cut short (or made by another model): rewrite the file without them
-        keep = [r for r in rows if (r["model"], r["budget"]) not in partial]
+    if (
+        partial
+    ):  # cut short (or made by another model): rewrite the file without them (only these tasks' records:
+        # cells of other tasks at the same budget share the file, `evaluate_cells`)
+        keep = [r for r in rows if r["task_id"] not in wanted or (r["model"], r["budget"]) not in partial]
         records = store.Records.rewrite(records.path, keep)
     # model -> its budgets still to roll out, in the caller's order (a model with none is never loaded)
     todo = {name: [T for T in budgets if (name, T) not in done] for name in models}

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import ast
 import copy
-import fcntl
 import glob
 import json
 import os
@@ -74,25 +73,12 @@ def assert_contained(result: sandbox.RunResult, token: str) -> None:
     assert result.mode == "os"
     assert result.n_passed == 0, [(t.status, t.actual[:200]) for t in result.tests]
     assert not host_traces(token), host_traces(token)
-    assert uid_left_clean(result.layers["uid"]), "processes of the sandbox survived the run"
+    assert uids.left_clean(result.layers["uid"]), "processes of the sandbox survived the run"
     tree = sandbox.boundary().cgroups
     mine = [
         n for b in tree.bases.values() for n in os.listdir(b) if n.startswith(f"kit-sandbox-{os.getpid()}-")
     ]
     assert not mine, f"cgroups left behind: {mine}"
-
-
-def uid_left_clean(uid: int | None) -> bool:
-    """No process of the sandbox uid a run used is alive. Other kit processes may use the same uid pool at the
-    same time, so this takes the uid's pool lock first (waiting for whoever holds it), as a run would."""
-    if uid is None:
-        return True
-    fd = os.open(os.path.join(uids.LOCK_DIR, str(uid)), os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        return not uids.uid_processes(uid)
-    finally:
-        os.close(fd)
 
 
 def secret_tests(token: str, n: int = 3) -> list[dict]:

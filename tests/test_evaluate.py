@@ -113,6 +113,40 @@ def test_cells_of_the_same_tasks_run_as_one_grid_with_the_records_of_each_cell(b
         assert frames[key].equals(alone)
 
 
+def test_a_cell_cut_short_is_redone_without_touching_other_tasks_cells_of_the_same_budget(
+    base_path, tmp_path
+):
+    """Cells of different tasks at one budget share a records file (BFCL's fractions of T_max over entries whose
+    T_max differ): redoing one that a kill cut short rewrites the file without that cell's records only; the other
+    cell's records stay, and it is not rolled out again."""
+    cfg = config.load("smoke")
+    tasks = load_tasks("frozenlake", "test", n=4, **settings(cfg))
+    sampling = Sampling(1.0, 1.0, 6)
+    pol = CountingPolicy.from_pretrained(base_path, name="base")
+    rec = store.Records(tmp_path / "shared.jsonl")
+    cells = {"first two": (tasks[:2], 2), "last two": (tasks[2:], 2)}
+    whole = evaluate.evaluate_cells({"base": pol}, "frozenlake", cells, 3, sampling, 0, rec)
+    rows = rec.read()
+    assert len(rows) == 12
+    cut = [
+        r for r in rows if not (r["task_id"] == tasks[3].task_id and r["sample"] == 2)
+    ]  # a kill mid-append
+    store.Records.rewrite(rec.path, cut)
+    calls = CountingPolicy.calls
+    again = evaluate.evaluate_cells(
+        {"base": pol}, "frozenlake", cells, 3, sampling, 0, store.Records(rec.path)
+    )
+    after = store.Records(rec.path).read()
+    assert len(after) == 12 and sorted(map(str, after)) == sorted(map(str, rows))
+    first = {r["task_id"] for r in after} & {t.task_id for t in tasks[:2]}
+    assert len(first) == 2 and CountingPolicy.calls > calls
+    for key in cells:
+        assert again[key].equals(whole[key])
+    calls = CountingPolicy.calls  # and now every cell is complete: nothing runs
+    evaluate.evaluate_cells({"base": pol}, "frozenlake", cells, 3, sampling, 0, store.Records(rec.path))
+    assert CountingPolicy.calls == calls
+
+
 def test_budget_and_gain_tables_pair_models_on_tasks():
     import pandas as pd
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ast
-import fcntl
 import json
 import os
 import shutil
@@ -39,19 +38,6 @@ KIT_ROOT = Path(sandbox.__file__).resolve().parents[2]
 
 def stdin_tests(pairs):
     return [{"kind": "stdin", "input": i, "output": o} for i, o in pairs]
-
-
-def uid_left_clean(uid: int | None) -> bool:
-    """No process of the sandbox uid a run used is alive. Other kit processes may use the same uid pool at the
-    same time, so this takes the uid's pool lock first (waiting for whoever holds it), as a run would."""
-    if uid is None:
-        return True
-    fd = os.open(os.path.join(uids.LOCK_DIR, str(uid)), os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        return not uids.uid_processes(uid)
-    finally:
-        os.close(fd)
 
 
 def my_cgroups() -> list[str]:
@@ -322,7 +308,7 @@ def test_hostile_program_is_contained_and_fails(name):
     # stopped by its limits, not by the stall guard: with CPU-time limits the wall time this takes grows with the
     # machine's load (a fork bomb's processes share the sandbox's CPU), so the bound is the guard, not 8 s
     assert time.monotonic() - t0 < FAST.stall_s / 2
-    assert uid_left_clean(r.layers["uid"]), "processes of the sandbox survived the run"
+    assert uids.left_clean(r.layers["uid"]), "processes of the sandbox survived the run"
     assert not my_cgroups()
 
 
@@ -333,7 +319,7 @@ def test_hostile_program_is_contained_without_the_audit_hook(name):
     r = run_program(prog, ONE, limits=Limits(timeout_s=1.0, memory_mb=256, audit_hook=False))
     assert not r.tests[0].passed, (r.tests[0].status, r.tests[0].actual)
     assert r.mode == "os" and r.layers["audit_hook"] is False
-    assert uid_left_clean(r.layers["uid"]) and not my_cgroups()
+    assert uids.left_clean(r.layers["uid"]) and not my_cgroups()
 
 
 def test_files_outside_the_sandbox_are_untouched(outside):

@@ -94,5 +94,20 @@ def sandbox_uid(sweep: bool = True):
     raise SandboxError(f"all {UID_SLOTS} sandbox uids are busy")
 
 
+def left_clean(uid: int | None) -> bool:
+    """No process of sandbox uid `uid` (a run's `layers["uid"]`; None: no uid was used) is alive. Other kit
+    processes may use the same uid at the same time, so this takes the uid's pool lock first (waiting for whoever
+    holds it), as a run would."""
+    if uid is None:
+        return True
+    os.makedirs(LOCK_DIR, mode=0o700, exist_ok=True)
+    fd = os.open(os.path.join(LOCK_DIR, str(uid)), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        return not uid_processes(uid)
+    finally:
+        os.close(fd)
+
+
 def user_process_count() -> int:
     return len(uid_processes(os.getuid()))

@@ -44,7 +44,10 @@ WIDE = dict(model__tiny__hidden_size=256, model__tiny__num_layers=2, model__tiny
 # for the GPU kernels' other summation orders, and a missed weight sync moves log-probs by far more (the
 # perturbation below moves the greedy tokens' log-probs by more than 5 tolerances: test_a_stale_prefix_...).
 BF16_RTOL = 0.1
-PERTURB = 0.1  # the weight change of the sync tests: every weight times (1 + 0.1 N(0, 1)), seeded
+PERTURB = (
+    0.3  # the weight change of the sync tests: every weight times (1 + 0.3 N(0, 1)), seeded (0.1 was too
+)
+# small: a stale prefix stayed within the tolerance on the model's confident greedy tokens, test_a_stale_prefix_...)
 
 
 @pytest.fixture(scope="module")
@@ -297,7 +300,9 @@ def test_weight_sync_through_generate_with_the_prefix_cache(wide, engines, monke
     real_generate = vl.llm.generate
     monkeypatch.setattr(vl.llm, "generate", lambda *a, **k: seen.append(out := real_generate(*a, **k)) or out)
     cached = lambda: [getattr(o, "num_cached_tokens", None) for o in seen[-1]]  # noqa: E731
-    greedy = Sampling(temperature=0.0, top_p=1.0, max_new_tokens=8, seed=0)
+    greedy = Sampling(
+        temperature=1.0, top_p=1.0, max_new_tokens=8, seed=0
+    )  # seeded; hot, so not only sure tokens
     vl.generate(ps, greedy)
     vl.generate(ps, greedy)  # the same prompts again: served from the prefix cache
     if None not in cached():
@@ -561,7 +566,7 @@ def test_a_stale_prefix_would_fail_the_sync_test(wide):
     new, _ = models.load(path)
     perturb(new)
     ps = last_reply_prompts(greedy_rollout(HFPolicy(old, tok), cfg, tasks[:3]))
-    gens = HFPolicy(new, tok).generate(ps, Sampling(temperature=0.0, top_p=1.0, max_new_tokens=8, seed=0))
+    gens = HFPolicy(new, tok).generate(ps, Sampling(temperature=1.0, top_p=1.0, max_new_tokens=8, seed=0))
     worst = 0.0
     with torch.no_grad():
         for p, g in zip(ps, gens, strict=True):

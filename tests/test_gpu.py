@@ -42,12 +42,12 @@ WIDE = dict(model__tiny__hidden_size=256, model__tiny__num_layers=2, model__tiny
 # at most 0.035 * (1 + |log p|) over 1158 tokens (0.017 on the model's own greedy tokens). Two bfloat16
 # implementations (vLLM's and HF's) each that far from float32 differ by at most 0.07 (1 + |log p|); 0.1 leaves room
 # for the GPU kernels' other summation orders, and a missed weight sync moves log-probs by far more (the
-# perturbation below moves the greedy tokens' log-probs by more than 5 tolerances: test_a_stale_prefix_...).
+# perturbation below moves some sampled tokens' log-probs by far more than the tolerance: test_a_stale_prefix_...).
 BF16_RTOL = 0.1
-PERTURB = (
-    0.3  # the weight change of the sync tests: every weight times (1 + 0.3 N(0, 1)), seeded (0.1 was too
-)
-# small: a stale prefix stayed within the tolerance on the model's confident greedy tokens, test_a_stale_prefix_...)
+# The weight change of the sync tests: every weight times (1 + N(0, 1)), seeded. Smaller changes left a stale prefix
+# inside the tolerance (test_a_stale_prefix_... on CPU: with 0.1 and 0.3 a prefix of the old weights moved the sampled
+# tokens' log-probs by 0.08-0.13 against a tolerance of 0.2-0.27; with 1.0 by up to 9 on tokens of log-prob near 0).
+PERTURB = 1.0
 
 
 @pytest.fixture(scope="module")

@@ -240,7 +240,15 @@ class VLLMPolicy(Closing):
 
     def sync_weights(self, model) -> int:
         """Push `model`'s parameters (a Hugging Face model of the same architecture) into the engine, then drop
-        the prefix cache. Returns the number of tensors pushed."""
+        the prefix cache. Returns the number of tensors pushed.
+
+        The prefix cache must go: its blocks hold keys and values computed with the old weights, and a later
+        `generate` on a prompt that shares a block-aligned prefix with an earlier one would reuse them (stale KV,
+        log-probs of neither model). `LLM.sleep` resets it itself, but a sync on an awake engine (the first push
+        after building it, `wake_up(model)` on an awake engine) has only this reset. vLLM's
+        `LLM.reset_prefix_cache()` returns False and keeps the cache when some blocks are still held by running
+        requests (`KVCacheManager.reset_prefix_cache`); `LLM.generate` returns only when its requests are done, so
+        that should not happen here, and if it does the sync fails rather than leave stale entries behind."""
         self._check_owner("sync_weights")
         runner_model = self.llm.llm_engine.model_executor.driver_worker.model_runner.model
         n = 0
@@ -248,7 +256,11 @@ class VLLMPolicy(Closing):
             for pname, param in model.named_parameters():
                 runner_model.load_weights([(pname, param.detach())])
                 n += 1
-        self.llm.reset_prefix_cache()
+        if self.llm.reset_prefix_cache() is False:  # None: an older vllm that returns nothing
+            raise RuntimeError(
+                "sync_weights(): vLLM refused to reset its prefix cache (blocks still held by running requests), "
+                "so KV entries computed with the old weights would be reused"
+            )
         return n
 
     # -------------------------------------------------------------------------------------------- shutdown

@@ -7,7 +7,11 @@
 #   3. rl_loop_hf    the RL loop on CUDA in bfloat16 compute at lr 1e-6 (float32 master weights must all move);
 #   4. trl_hf        the TRL path (helpers.train_trl, 2 rollout batches) on CUDA, the same checks;
 #   5. benchmark     benchmarks/rollout_vllm.py: vLLM vs HF rollout tokens/s and decode bandwidth;
-#   6. rl_loop_vllm, trl_vllm   with vllm installed: the RL loop with model.backend=vllm, TRL with its colocated vLLM.
+#   6. rl_loop_vllm, trl_vllm   with vllm installed: the RL loop with model.backend=vllm, TRL with its colocated vLLM;
+#   7. qwen3_4b      optional (--qwen3, or named in --steps): when Qwen/Qwen3-4B is complete in the local Hugging
+#                    Face cache, one FrozenLake rollout batch and one RL update of the real model, times and peak GPU
+#                    memory in qwen3_4b.json (GPU_CHECK_QWEN3=FOLDER names another local copy); when it is not
+#                    cached the step is SKIPPED with the reason, which does not change the exit status.
 # A box with only torch, transformers and accelerate is enough: the preflight brings the rest (gymnasium, pandas,
 # pytest, trl, datasets); without vllm the vLLM parts are skipped and the summary says so. vLLM engines are built
 # with enforce_eager=True (KIT_VLLM_ENFORCE_EAGER=1): no compilation or CUDA-graph capture inside the budget.
@@ -15,11 +19,12 @@
 #   scripts/gpu_check.sh                      # from anywhere; uses .venv/bin/python if present, else python
 #   scripts/gpu_check.sh --no-vllm            # the HF-backend and TRL parts only (even where vllm is installed)
 #   scripts/gpu_check.sh --steps base,gpu_tests,rl_loop_hf,trl_hf --out results/gpu-check
+#   scripts/gpu_check.sh --qwen3              # the default steps, then qwen3_4b (if Qwen3-4B is cached)
 #   scripts/gpu_check.sh --plan               # print the steps, their limits and the budget; run nothing
 #   scripts/gpu_check.sh --preflight-only     # only step 0 (no GPU needed)
 #   PY=/opt/conda/bin/python GPU_CHECK_WHEELHOUSE=/scratch/gpu-wheelhouse scripts/gpu_check.sh
 #
-# Environment: PY (the interpreter), GPU_CHECK_BUDGET (seconds for steps 1-6; default: the sum of the selected steps'
+# Environment: PY (the interpreter), GPU_CHECK_BUDGET (seconds for steps 1-7; default: the sum of the selected steps'
 # limits, and never less), GPU_CHECK_WHEELHOUSE, GPU_CHECK_SITE (the private install folder), GPU_CHECK_OUT (= --out).
 # Exit status: 0 every step passed, vLLM included; 1 a step failed; 2 no CUDA device or bad arguments; 3-5 the
 # preflight failed (3 packages missing and not installable, 4 an import failed, 5 torch missing, or vllm with
@@ -39,30 +44,32 @@ if [ -z "$PY" ]; then
   if [ -x .venv/bin/python ]; then PY=.venv/bin/python; else PY=python; fi
 fi
 
-ALL_STEPS=(base gpu_tests rl_loop_hf trl_hf benchmark rl_loop_vllm trl_vllm)
+ALL_STEPS=(base gpu_tests rl_loop_hf trl_hf benchmark rl_loop_vllm trl_vllm qwen3_4b)
 VLLM_STEPS=" rl_loop_vllm trl_vllm "
 # limit NAME: the step's time limit in seconds; steps that start a vLLM engine get more when vLLM is in use.
 limit() {
   case "$1:$USE_VLLM" in
     base:*) echo 60 ;;
-    gpu_tests:0) echo 90 ;;  gpu_tests:1) echo 180 ;;
+    gpu_tests:0) echo 150 ;;  gpu_tests:1) echo 360 ;;
     rl_loop_hf:*) echo 60 ;;
     trl_hf:*) echo 90 ;;
     benchmark:0) echo 120 ;; benchmark:1) echo 240 ;;
     rl_loop_vllm:*) echo 150 ;;
     trl_vllm:*) echo 180 ;;
+    qwen3_4b:*) echo 360 ;;
   esac
 }
 KILL_GRACE=10  # timeout --kill-after: the deadline allows it once per step, so a killed step costs later ones nothing
 
-usage() { sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; }
-PLAN=0; PREFLIGHT_ONLY=0; VLLM_MODE=auto; STEPS_ARG=""; OUT="$(abs "${GPU_CHECK_OUT:-}")"
+usage() { sed -n '2,33p' "$0" | sed 's/^# \{0,1\}//'; }
+PLAN=0; PREFLIGHT_ONLY=0; QWEN3=0; VLLM_MODE=auto; STEPS_ARG=""; OUT="$(abs "${GPU_CHECK_OUT:-}")"
 while [ $# -gt 0 ]; do
   case "$1" in
     --plan) PLAN=1 ;;
     --preflight-only) PREFLIGHT_ONLY=1 ;;
     --vllm) VLLM_MODE=require ;;
     --no-vllm) VLLM_MODE=skip ;;
+    --qwen3) QWEN3=1 ;;
     --steps) shift; STEPS_ARG="${1:-}" ;;
     --steps=*) STEPS_ARG="${1#--steps=}" ;;
     --out) shift; OUT="$(abs "${1:-}")" ;;
@@ -93,6 +100,7 @@ if [ -n "$STEPS_ARG" ]; then
 else
   STEPS=(base gpu_tests rl_loop_hf trl_hf benchmark)
   [ "$USE_VLLM" = 1 ] && STEPS+=(rl_loop_vllm trl_vllm)
+  [ "$QWEN3" = 1 ] && STEPS+=(qwen3_4b)
 fi
 NEED=0
 for s in "${STEPS[@]}"; do NEED=$(( NEED + $(limit "$s") )); done
@@ -176,6 +184,7 @@ step() {
   local dt=$(( $(date +%s) - t0 ))
   if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then status=TIMEOUT; FAILED=1
   elif [ $rc -eq 8 ] && [[ "$name" == trl_* ]]; then status=NO-SIGNAL; NO_SIGNAL=1
+  elif [ $rc -eq 9 ] && [ "$name" = qwen3_4b ]; then status=SKIPPED  # Qwen3-4B not cached: not a failure
   elif [ $rc -ne 0 ]; then status="FAIL($rc)"; FAILED=1; fi
   tail -n 6 "$WORK/$name.log"
   SUMMARY+=("$(printf '%-14s %-8s %5s s  (limit %s s)' "$name" "$status" "$dt" "$lim")")
@@ -197,6 +206,8 @@ for s in "${STEPS[@]}"; do
         --json "$WORK/benchmark.json" ;;
     rl_loop_vllm) step rl_loop_vllm "$PY" scripts/gpu_check_steps.py rl-loop --device cuda --backend vllm --dtype bfloat16 ;;
     trl_vllm) step trl_vllm "$PY" scripts/gpu_check_steps.py trl --device cuda --dtype bfloat16 --vllm ;;
+    qwen3_4b) step qwen3_4b "$PY" scripts/gpu_check_steps.py qwen3 --device cuda --dtype bfloat16 \
+        --json "$WORK/qwen3_4b.json" ;;
   esac
 done
 
@@ -207,12 +218,14 @@ done
   grep -h -E "passed|failed|skipped|error" "$WORK/gpu_tests.log" 2>/dev/null | tail -n 1
   grep -h -E "^(rl-loop|trl): (weights|.*outcome)" "$WORK"/rl_loop_*.log "$WORK"/trl_*.log 2>/dev/null
   grep -h -E "gen tokens/s|vLLM / HF|vLLM part" "$WORK/benchmark.log" 2>/dev/null
+  grep -h -E "^qwen3: " "$WORK/qwen3_4b.log" 2>/dev/null
   echo "$VLLM_NOTE"
   echo "logs: $WORK   steps $(( $(date +%s) - START )) s of a ${BUDGET} s budget"
 } | tee "$WORK/summary.txt"
 if [ -n "$OUT" ]; then
   mkdir -p "$OUT" && cp "$WORK"/*.log "$WORK"/summary.txt "$WORK"/environment.json "$OUT"/ \
-    && { [ ! -f "$WORK/benchmark.json" ] || cp "$WORK/benchmark.json" "$OUT"/; } && echo "copied to $OUT"
+    && { [ ! -f "$WORK/benchmark.json" ] || cp "$WORK/benchmark.json" "$OUT"/; } \
+    && { [ ! -f "$WORK/qwen3_4b.json" ] || cp "$WORK/qwen3_4b.json" "$OUT"/; } && echo "copied to $OUT"
 fi
 if [ "$FAILED" = 1 ]; then exit 1; fi
 if [ "$NO_SIGNAL" = 1 ]; then echo "gpu_check: a TRL step had no learning signal (exit 8): nothing failed, nothing was shown"; exit 8; fi

@@ -3,6 +3,7 @@
 
     python scripts/gpu_check_steps.py rl-loop --device cuda --backend hf --dtype bfloat16
     python scripts/gpu_check_steps.py trl --device cuda --vllm
+    python scripts/gpu_check_steps.py qwen3 --device cuda --json qwen3_4b.json   # only if Qwen3-4B is cached
 
 Each trains the smoke profile's tiny model for a few steps at the paper's learning rate (1e-6) in the given compute
 precision, then compares the trained weights with the base's: with float32 master weights every tensor must have
@@ -14,19 +15,29 @@ exits with its code:
 * 8 `no-signal` (`trl` only): every task group of every rollout batch had one reward for all its samples, so GRPO's
   advantages were all zero and nothing had to move: neither a pass nor a failure, a draw of the dice (the check
   reports it as such and can be run again), never a pass by chance and never a failure by chance.
+
+`qwen3` is the optional `qwen3_4b` step: when Qwen/Qwen3-4B is complete in the local Hugging Face cache (looked up
+with `local_files_only=True`: nothing is downloaded), or a folder is named with `--model` or `GPU_CHECK_QWEN3`, it
+runs one FrozenLake rollout of the model through the kit's `rollout` and one RL update (`ppo_update` on float32
+master weights, bfloat16 compute, as `rl_train` does), and reports the times and the peak GPU memory of each phase
+(`torch.cuda.max_memory_allocated`); it exits 0 (`pass`), 1 (`fail`), or 9 (`skipped`: the model is not cached,
+which the check reports and which does not change its exit status).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 VLLM_SETTINGS = {"model__max_model_len": 512, "model__gpu_memory_utilization": 0.3}
-EXIT_PASS, EXIT_FAIL, EXIT_NO_SIGNAL = 0, 1, 8
+EXIT_PASS, EXIT_FAIL, EXIT_NO_SIGNAL, EXIT_SKIPPED = 0, 1, 8, 9
+QWEN3_4B = "Qwen/Qwen3-4B"
+QWEN3_ENV = "GPU_CHECK_QWEN3"  # a local model folder for the qwen3 step instead of the cached Qwen3-4B
 
 
 def weight_change(before: Path, after: Path) -> dict:
@@ -113,21 +124,179 @@ def outcome(result: dict) -> tuple[str, int]:
     return "no-signal", EXIT_NO_SIGNAL
 
 
+def missing_model_files(folder: Path) -> list[str]:
+    """What a saved causal LM folder lacks to be loaded offline: config, tokenizer, every weight shard."""
+    missing = [f for f in ("config.json", "tokenizer_config.json") if not (folder / f).is_file()]
+    index = folder / "model.safetensors.index.json"
+    if index.is_file():
+        shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+        missing += [s for s in shards if not (folder / s).is_file()]
+    elif not (folder / "model.safetensors").is_file():
+        missing.append("model.safetensors (or model.safetensors.index.json)")
+    return missing
+
+
+def find_qwen3(model: str | None = None) -> tuple[Path | None, str]:
+    """The model folder the qwen3 step runs (`model`, else $GPU_CHECK_QWEN3, else Qwen3-4B's snapshot in the local
+    Hugging Face cache, found without any download), or None and why not."""
+    import os
+
+    model = model or os.environ.get(QWEN3_ENV) or None
+    if model is not None:
+        folder = Path(model)
+        if not folder.is_dir():
+            return None, f"{folder} is not a folder"
+    else:
+        from huggingface_hub import constants, snapshot_download
+
+        try:
+            folder = Path(snapshot_download(QWEN3_4B, local_files_only=True))
+        except Exception as e:  # LocalEntryNotFoundError and kin: not cached (or an unreadable cache)
+            return None, (f"{QWEN3_4B} is not in the local Hugging Face cache ({constants.HF_HUB_CACHE}; "
+                          f"{type(e).__name__}); `hf download {QWEN3_4B}` on a machine with network")  # fmt: skip
+    missing = missing_model_files(folder)
+    if missing:
+        return None, f"{folder} lacks {', '.join(missing)}"
+    return folder, ""
+
+
+def _memory(device: str) -> dict:
+    """Peak and current GPU memory (GiB) since the last reset, and the device-wide use (vLLM's memory included)."""
+    import torch
+
+    if not str(device).startswith("cuda"):
+        return {"peak_allocated_gib": None, "allocated_gib": None, "device_used_gib": None}
+    free, total = torch.cuda.mem_get_info()
+    gib = 2**30
+    return {"peak_allocated_gib": torch.cuda.max_memory_allocated() / gib,
+            "allocated_gib": torch.cuda.memory_allocated() / gib, "device_used_gib": (total - free) / gib}  # fmt: skip
+
+
+def qwen3(args) -> dict:
+    """One rollout batch of a Qwen3 model on FrozenLake through the kit's rollout, one RL update on float32 master
+    weights with `args.dtype` compute, as `helpers.train.rl_train` takes a step; times and memory of each phase."""
+    folder, reason = find_qwen3(args.model)
+    if folder is None:
+        return {"outcome": "skipped", "reason": reason}
+    import time
+
+    import numpy as np
+    import torch
+
+    from helpers import config, models
+    from helpers.backends import after_update, before_update, rollout_policy_for
+    from helpers.envs import load_tasks, settings
+    from helpers.policy import Sampling
+    from helpers.ppo import ppo_update
+    from helpers.rollout import rollout
+
+    n = args.tasks * args.group
+    extra = VLLM_SETTINGS if args.backend == "vllm" else {}
+    cfg = config.load("gpu", model__name_or_path=str(folder), model__device=args.device, model__backend=args.backend,
+                      model__dtype=args.dtype, train__lr=args.lr, train__tasks_per_step=args.tasks,
+                      train__group_size=args.group, train__minibatch_size=n, train__micro_batch_size=min(2, n),
+                      sampling__max_new_tokens=args.max_new_tokens, **extra)  # fmt: skip
+    device = models.resolve_device(cfg.model.device)
+    cuda = device.startswith("cuda")
+    phases: dict[str, dict] = {}
+
+    def phase(name: str, t0: float) -> None:
+        phases[name] = {"seconds": time.time() - t0, **_memory(device)}
+        if cuda:
+            torch.cuda.reset_peak_memory_stats()
+
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
+    t0 = time.time()
+    model, tok = models.load_trainable(folder, device=device)
+    ref, _ = models.load(folder, device=device, dtype=cfg.model.dtype)
+    ref.requires_grad_(False)
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.train.lr, weight_decay=cfg.train.weight_decay)
+    watched = [name for name, _ in model.named_parameters()][:: max(1, len(list(model.parameters())) // 8)]
+    before = {name: p.detach().clone() for name, p in model.named_parameters() if name in watched}
+    phase("load", t0)
+    with rollout_policy_for(cfg, model, tok, name="qwen3") as policy:
+        tasks = load_tasks(cfg.env.name, "train", n=args.tasks, seed=cfg.seed, **settings(cfg))
+        t0 = time.time()
+        trajs = rollout(policy, cfg.env.name, tasks, cfg.env.frozenlake.t_max, args.group,
+                        Sampling.from_config(cfg.sampling), seed=0, step_quality=False)  # fmt: skip
+        policy.reset_cache()
+        phase("rollout", t0)
+        t0 = time.time()
+        before_update(policy)
+        upd = ppo_update(model, ref, opt, trajs, cfg, np.random.default_rng(0))
+        after_update(policy, model)
+        phase("update", t0)
+    unchanged = [
+        name for name, p in model.named_parameters() if name in before and torch.equal(before[name], p)
+    ]
+    generated = sum(sum(t.gen_mask[t.prompt_len :]) for t in trajs)
+    groups = [trajs[i : i + args.group] for i in range(0, len(trajs), args.group)]
+    varied = any(len({t.reward for t in g}) > 1 for g in groups)
+    return {
+        "model": str(folder), "device": device, "device_name": torch.cuda.get_device_name(0) if cuda else None,
+        "backend": cfg.model.backend, "dtype": cfg.model.dtype, "trajectories": len(trajs),
+        "turns": [t.n_turns for t in trajs], "generated_tokens": int(generated),
+        "context_tokens": [len(t.token_ids) for t in trajs], "success": float(np.mean([t.reward for t in trajs])),
+        "update": {k: upd[k] for k in ("pg_loss", "kl", "grad_norm") if k in upd},
+        "reward_variance": varied, "watched_tensors": len(before), "unchanged_watched_tensors": unchanged,
+        "peak_gib": max((p["peak_allocated_gib"] or 0.0) for p in phases.values()) if cuda else None,
+        "phases": phases, "rc": 0,
+    }  # fmt: skip
+
+
+def qwen3_outcome(result: dict) -> tuple[str, int]:
+    """The qwen3 step's verdict: skipped (not cached); fail when the update's numbers are not finite, or when some
+    task group had rewards that differ (a nonzero GRPO advantage) and a watched tensor did not move; else pass (a
+    batch without reward variance has nothing to move at lr 1e-6: the step is about time and memory)."""
+    if result.get("outcome") == "skipped":
+        return "skipped", EXIT_SKIPPED
+    finite = all(v is None or math.isfinite(v) for v in result["update"].values())
+    stuck = result.get("reward_variance", True) and result["unchanged_watched_tensors"]
+    return ("pass", EXIT_PASS) if finite and not stuck else ("fail", EXIT_FAIL)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="what", required=True)
-    for name in ("rl-loop", "trl"):
+    for name in ("rl-loop", "trl", "qwen3"):
         p = sub.add_parser(name)
         p.add_argument("--device", default="cuda")
         p.add_argument("--dtype", default="bfloat16", choices=("float32", "bfloat16", "float16"))
         p.add_argument(
             "--lr", type=float, default=1e-6, help="the paper's learning rate (default %(default)g)"
         )
-        if name == "rl-loop":
+        if name in ("rl-loop", "qwen3"):
             p.add_argument("--backend", default="hf", choices=("hf", "vllm"))
         else:
             p.add_argument("--vllm", action="store_true", help="roll out on TRL's colocated vLLM engine")
+        if name == "qwen3":
+            p.add_argument(
+                "--model", help=f"a local model folder (default ${QWEN3_ENV}, else {QWEN3_4B} if cached)"
+            )
+            p.add_argument("--tasks", type=int, default=2, help="FrozenLake tasks in the rollout batch")
+            p.add_argument("--group", type=int, default=2, help="samples per task")
+            p.add_argument(
+                "--max-new-tokens", type=int, default=64, help="per reply (the gpu profile has 512)"
+            )
+            p.add_argument("--json", help="write the step's report here")
     args = ap.parse_args(argv)
+    if args.what == "qwen3":
+        result = qwen3(args)
+        verdict, code = qwen3_outcome(result)
+        result["outcome"] = verdict
+        if args.json:
+            Path(args.json).write_text(json.dumps(result, indent=1))
+        print("RESULT " + json.dumps(result))
+        if verdict == "skipped":
+            print(f"qwen3: SKIPPED: {result['reason']}")
+        else:
+            ph = result["phases"]
+            peak = "n/a (not on CUDA)" if result["peak_gib"] is None else f"{result['peak_gib']:.1f} GiB"
+            print(f"qwen3: {result['trajectories']} trajectories, {result['generated_tokens']} generated tokens; "
+                  f"load {ph['load']['seconds']:.0f} s, rollout {ph['rollout']['seconds']:.0f} s, update "
+                  f"{ph['update']['seconds']:.0f} s; peak GPU memory {peak}; outcome {verdict.upper()}")  # fmt: skip
+        return code
     result = rl_loop(args) if args.what == "rl-loop" else trl(args)
     verdict, code = outcome(result)
     result["outcome"] = verdict

@@ -18,7 +18,8 @@ Parallel runs (`make test`: pytest-xdist, `-n 2 --dist loadgroup`). Each test is
 what shares an expensive fixture runs in one worker: a test file is one group (its module fixtures are built
 once), except that the smoke series is one group per environment (each series runs once, in the worker that
 took it, and the four spread over both workers) and Run All is one group per notebook (its fixture only copies
-the committed results).
+the committed results), and the tests that use Qwen3's real tokenizer (`qwen3_dir`) form one group, so it is built
+once.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ SLOW_TESTS = {
     "test_every_humaneval_canonical_solution_passes", "test_verdicts_do_not_move_with_load",
     "test_preflight_installs_from_a_wheelhouse_into_a_private_folder",
     "test_the_benchmark_imports_the_kit_from_its_own_folder", "test_a_qwen3_base_is_built_and_played_in_bfloat16",
+    "test_the_qwen3_step_runs_end_to_end_on_a_tiny_qwen3",
 }  # fmt: skip
 
 
@@ -133,6 +135,10 @@ def _group(item, file: str) -> str:
     """The xdist group of a test (see the module docstring): its file, its environment's smoke series, or its
     notebook's Run All."""
     params = getattr(getattr(item, "callspec", None), "params", {})
+    if "qwen3_dir" in getattr(
+        item, "fixturenames", ()
+    ):  # one build of Qwen3's tokenizer (about 20 s) for all of them
+        return "qwen3"
     if item.get_closest_marker("series"):
         return f"series-{params.get('series') or 'default'}"
     if item.get_closest_marker("interactive") and "path" in params:

@@ -235,11 +235,16 @@ def test_every_step_fits_the_budget():
     rc, text, limits, _ = _plan("--no-vllm")
     assert list(limits) == ["base", "gpu_tests", "rl_loop_hf", "trl_hf", "benchmark"]
     assert sum(limits.values()) <= 480, "without vLLM the check promises to finish within 8 minutes"
+    # the optional Qwen3-4B step runs only when asked for, last, with its own limit in the budget
+    rc, text, with_qwen3, budget = _plan("--no-vllm", "--qwen3")
+    assert rc == 0 and list(with_qwen3) == [*limits, "qwen3_4b"] and budget == sum(with_qwen3.values()), text
+    rc, text, limits, _ = _plan("--no-vllm", "--steps", "base,qwen3_4b")
+    assert rc == 0 and list(limits) == ["base", "qwen3_4b"], text
 
 
 def test_budget_and_step_errors_name_the_problem():
     rc, text, _, _ = _plan("--no-vllm", GPU_CHECK_BUDGET="100")
-    assert rc == 2 and "add up to 420 s, more than GPU_CHECK_BUDGET=100 s" in text
+    assert rc == 2 and "add up to 480 s, more than GPU_CHECK_BUDGET=100 s" in text
     rc, text, _, _ = _plan("--steps", "base,bogus")
     assert rc == 2 and "unknown step 'bogus'" in text
     rc, text, _, _ = _plan("--no-vllm", "--steps", "trl_vllm")

@@ -43,12 +43,17 @@ SLOW_FILES = {
 # fixtures that build or run something slow: a test that uses one is slow, wherever it is
 SLOW_FIXTURES = {"smoke_series", "smoke_base", "shared_base", "base_path", "clone_results", "qwen3_dir"}
 SERIES_FIXTURES = {"smoke_series"}
-# single tests that are slow in files that are otherwise fast (measured with --durations)
+# single tests that are slow in files that are otherwise fast (measured with --durations): by name, or one case of a
+# parametrized test by its full name
 SLOW_TESTS = {
     "test_every_humaneval_canonical_solution_passes", "test_verdicts_do_not_move_with_load",
     "test_preflight_installs_from_a_wheelhouse_into_a_private_folder",
     "test_the_benchmark_imports_the_kit_from_its_own_folder", "test_a_qwen3_base_is_built_and_played_in_bfloat16",
     "test_the_qwen3_step_runs_end_to_end_on_a_tiny_qwen3",
+    "test_base_model_is_cached_by_recipe",  # builds a base (9 s)
+    "test_one_kernel_gives_each_notebook_what_a_fresh_kernel_gives_and_stops_at_a_failure",  # three kernels (6 s)
+    "test_assert_tests_that_fail_after_their_check_equal_one_process_per_test",  # a sandbox per test (12 s)
+    "test_nothing_the_program_writes_is_taken_as_a_verdict[the runner replaced in __main__]",  # stall guards (21 s)
 }  # fmt: skip
 
 
@@ -109,6 +114,7 @@ def pytest_collection_modifyitems(config, items):
         if (
             name in SLOW_FILES
             or getattr(item, "originalname", item.name) in SLOW_TESTS
+            or item.name in SLOW_TESTS
             or fixtures & SLOW_FIXTURES
             or item.get_closest_marker("series")
             or item.get_closest_marker("interactive")

@@ -10,7 +10,7 @@ import json
 import numpy as np
 import pytest
 
-from helpers import budget, config, headroom
+from helpers import budget, config, headroom, testbed
 from helpers.config import ConfigError
 from helpers.envs import Task, load_tasks, settings
 from helpers.envs import frozenlake as fl
@@ -137,3 +137,9 @@ def test_a_map_with_a_risky_short_route_has_a_gap_and_an_open_field_almost_none(
 def test_an_impossible_selection_fails_naming_the_knob():
     with pytest.raises(ValueError, match=r"lower env\.frozenlake\.select_min_gap"):
         fl.map_sets(2, 0.0, 1, 1, 0, (True, 0.75, 4, 50.0))
+
+
+def test_notebook_00_names_the_selection_only_where_it_is_on():
+    for profile, named in (("cpu", False), ("cpu_budget", True)):
+        text = testbed.describe(config.load(profile), [], [_task(["SG"])])
+        assert ("select_min_gap" in text) is named, profile

@@ -3,8 +3,9 @@
 For each candidate (size, hole share, slip rate, T_max) it draws maps from the kit's generator (`frozenlake.random_map`,
 seeds from --seed on), computes by DP on each map the success at 25 / 50 / 75 / 100 % of T_max of the demonstrator,
 the greedy habit, the best budget-blind policy for T_max (`headroom.best_blind_policy`) and the optimum, then applies
-a stated selection rule: keep a map when its budget-awareness gap (optimum - best blind for T_max) averaged over 25,
-50 and 75 % of T_max is at least --min-gap points. It prints, for all maps and for the kept ones, the mean headrooms
+a stated selection rule: keep a map when its budget-awareness gap averaged over 25, 50 and 75 % of T_max is at least
+--min-gap points, the rule of `env.frozenlake.select_min_gap` (`frozenlake.budget_gaps`: the optimum minus the blind
+policy coordinate ascent reaches from the T_max optimum's greedy policy; the table itself uses the full search). It prints, for all maps and for the kept ones, the mean headrooms
 (noise, habit, budget awareness, in points), the structural bound, the solvable maps per budget, the share of maps
 kept (what the generator must over-draw), and the tokens of a full T_max episode under the tiny tokenizer, relative
 to today's cpu testbed (4x4, T_max 8). Issue 26's target: budget awareness >= 8 points at 25 % and 50 %, >= 4 at
@@ -12,6 +13,12 @@ to today's cpu testbed (4x4, T_max 8). Issue 26's target: budget awareness >= 8 
 
     nice -n 19 env OMP_NUM_THREADS=1 .venv/bin/python benchmarks/budget_testbed.py --maps 30 \
         --candidate 4,0.2,0.75,8 --candidate 5,0.2,0.8,12
+
+With --profile NAME it reads that profile's own test maps instead (`load_tasks`, selection included) and prints
+`helpers.headroom.table` on them: every column and headroom at 25 / 50 / 75 / 100 % of T_max, solvable maps, and
+the CPU time the profile's map sets took to build:
+
+    nice -n 19 env OMP_NUM_THREADS=1 .venv/bin/python benchmarks/budget_testbed.py --profile cpu_budget --maps 100
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from helpers import base_model, budget, config, headroom, models
-from helpers.envs import Task
+from helpers.envs import Task, load_tasks, settings
 from helpers.envs import frozenlake as fl
 from helpers.rollout import ChatFormat
 
@@ -86,18 +93,45 @@ def report(name: str, maps: list[dict], kept: list[bool], t_max: int) -> dict:
     return out
 
 
+def profile_table(name: str, n: int, chat: ChatFormat, reference: float) -> None:
+    """`headroom.table` on the first `n` test maps of profile `name` (its own maps, selection included)."""
+    cfg = config.load(name)
+    c = cfg.env.frozenlake
+    start = time.process_time()
+    tasks = load_tasks("frozenlake", "test", seed=cfg.seed, **settings(cfg, "frozenlake"))[:n]
+    load_tasks("frozenlake", "train", seed=cfg.seed, **settings(cfg, "frozenlake"))
+    built = time.process_time() - start
+    budgets = [budget.budget_at(f, c.t_max) for f in FRACTIONS]
+    df = headroom.table(tasks, budgets, c.t_max, cfg.sft.epsilon, cfg.sft.habit_gamma, seed=cfg.seed)
+    cols = ["fraction", "noise_points", "habit_points", "budget_awareness_points", "budget_awareness_vs_mix_points",
+            "within_episode_points", "optimum", "blind_t_max", "greedy_habit", "demonstrator", "solvable_maps"]  # fmt: skip
+    print(f"[profile {name}: {len(tasks)} test maps, {c.size}x{c.size}, holes {c.hole_p}, slip {c.success_rate}, "
+          f"T_max {c.t_max}, select_min_gap {c.select_min_gap}; both map sets built in {built:.1f} s cpu]")  # fmt: skip
+    print(df[cols].round(3).to_string())
+    tokens = float(np.mean([episode_tokens(chat, t, c.t_max) for t in tasks[:5]]))
+    print(f"full episode {tokens:.0f} tokens ({tokens / reference:.2f}x the 4x4 T_max 8 episode)\n")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--candidate", action="append", default=[], help="size,hole_p,success_rate,t_max")
     ap.add_argument("--maps", type=int, default=30)
     ap.add_argument("--min-gap", type=float, default=10.0, help="selection: mean gap at 25/50/75 %% (points)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--profile", action="append", default=[], help="a profile whose own test maps to tabulate"
+    )
     args = ap.parse_args()
     cfg = config.load("cpu")
     smoke = config.load("smoke")
     tok = models.train_tokenizer(base_model.tokenizer_corpus(base_model.demonstrations(smoke, 40, seed=0)))
     chat = ChatFormat(tok)
     reference = None
+    if args.profile:
+        ref = Task("ref", "frozenlake", {"desc": ["SFFF", "FHFH", "FFFH", "HFFG"], "is_slippery": True}, 8)
+        for name in args.profile:
+            profile_table(name, args.maps, chat, episode_tokens(chat, ref, 8))
+        return
     for cand in args.candidate or ["4,0.2,0.75,8"]:
         size, hole_p, rate, t_max = cand.split(",")
         size, hole_p, rate, t_max = int(size), float(hole_p), float(rate), int(t_max)
@@ -111,7 +145,7 @@ def main() -> None:
             payload = {"desc": list(desc), "is_slippery": True, "success_rate": rate, "gamma": 0.95}
             tasks.append(Task(f"x{seed}", "frozenlake", payload, t_max))
         maps = [per_map(t, t_max, cfg.sft.epsilon, cfg.sft.habit_gamma) for t in tasks]
-        kept = [float(np.mean(100 * (m["optimum"] - m["blind_t_max"])[:3])) >= args.min_gap for m in maps]
+        kept = [float(fl.budget_gaps(t).mean()) >= args.min_gap for t in tasks]
         tokens = float(np.mean([episode_tokens(chat, t, t_max) for t in tasks[:5]]))
         reference = reference or (tokens if cand == "4,0.2,0.75,8" else None)
         name = f"[{size}x{size} holes {hole_p} slip {rate} T_max {t_max}]"

@@ -34,6 +34,7 @@ from helpers import models, store
 from helpers.config import Config
 from helpers.envs import frozenlake as fl
 from helpers.envs import load_tasks, make, play, settings
+from helpers.envs.base import plain
 from helpers.policy import pad_batch, shared_prefix_len, token_logprobs
 from helpers.progress import bar
 from helpers.rollout import ChatFormat
@@ -291,7 +292,7 @@ def recipe(cfg: Config) -> dict:
         "version": BASE_RECIPE_VERSION,
         "tiny": dataclasses.asdict(cfg.model.tiny),
         "sft": {k: v for k, v in dataclasses.asdict(cfg.sft).items() if k not in GUARDS},
-        "frozenlake": dataclasses.asdict(cfg.env.frozenlake),
+        "frozenlake": plain(cfg.env.frozenlake),
         "seed": cfg.seed,
     }
     tokenizer = models.TINY.get(cfg.model.name_or_path, "kit")

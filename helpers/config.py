@@ -33,6 +33,7 @@ from typing import Any, Literal
 import yaml
 
 from helpers.envs import available
+from helpers.envs.base import plain
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CONFIG_DIR = REPO_ROOT / "configs"
@@ -73,13 +74,15 @@ def _show(value: Any, limit: int = 80) -> str:
 
 
 def knob(default: Any, doc: str = "", *, ge=None, gt=None, le=None, lt=None, nonempty: bool = False,
-         increasing: bool = False, reported: bool = False) -> Any:  # fmt: skip
+         increasing: bool = False, reported: bool = False, omit_default: bool = False) -> Any:  # fmt: skip
     """A declared knob: its default, what it means, and its domain (checked when a profile loads).
 
     `ge` / `gt` / `le` / `lt` bound a number (each item of a list); `nonempty` requires at least one item;
     `increasing` requires strictly increasing items. Relations between knobs live in each section's `check`.
     `reported` (environment settings only): the knob changes what the numbers mean, so every metrics.json of that
-    environment records its value (`reported_settings`).
+    environment records its value (`reported_settings`). `omit_default`: the knob is left out of `Config.to_dict`,
+    the environment's settings and every recipe while it holds its default (`helpers.envs.base.plain`), so adding it
+    changed no existing profile's hashes (tests/config_839d5c0.json).
     """
     meta = {
         "doc": doc,
@@ -90,6 +93,7 @@ def knob(default: Any, doc: str = "", *, ge=None, gt=None, le=None, lt=None, non
         "nonempty": nonempty,
         "increasing": increasing,
         "reported": reported,
+        "omit_default": omit_default,
     }
     if isinstance(default, list):
         return field(default_factory=lambda: list(default), metadata=meta)
@@ -140,6 +144,20 @@ class FrozenLakeConfig:
     n_train: int = knob(2000, "distinct training maps (deduplicated, disjoint from test)", ge=1)
     n_test: int = knob(100, "distinct test maps", ge=1)
     map_seed: int = knob(0, "seed of the map generator", ge=0)
+    select_min_gap: float = knob(
+        0.0,
+        "map selection (issue 26): keep only maps whose budget-awareness gap (the budget-aware optimum minus a blind "
+        "policy for T_max, by DP: frozenlake.budget_gaps), averaged over 25 / 50 / 75 % of T_max, is at least this "
+        "many points; the same rule for train and test; 0 keeps every map (needs is_slippery)",
+        ge=0.0,
+        le=100.0,
+        omit_default=True,
+    )
+
+    def check(self, key: str) -> None:
+        if self.select_min_gap > 0 and not self.is_slippery:
+            raise ConfigError(f"{key}.select_min_gap: {_show(self.select_min_gap)} needs is_slippery: true (on "
+                              "deterministic ice no map has a budget-awareness gap)", f"{key}.select_min_gap")  # fmt: skip
 
 
 # The settings of the environments other than FrozenLake (`env.extra.<name>`): the keyword arguments of each one's
@@ -529,8 +547,9 @@ class Config:
                               "results/)", "profile")  # fmt: skip
 
     def to_dict(self) -> dict:
-        """Plain nested dict (for manifests and hashing)."""
-        return dataclasses.asdict(self)
+        """Plain nested dict (for manifests and hashing); a knob declared `omit_default` is left out at its
+        default."""
+        return plain(self)
 
     def reported(self, env: str | None = None) -> dict[str, Any]:
         """The settings of environment `env` (default `env.name`) that every metrics.json on it records beside its

@@ -33,41 +33,13 @@ START_GAMMAS = (0.5, 0.8, 0.9, 0.95, 0.99, 0.999)  # greedy on stationary Q* at 
 N_RANDOM_STARTS = 4  # and a few uniformly random deterministic policies
 
 
-def _tables(task: Task) -> tuple[np.ndarray, np.ndarray, int, np.ndarray]:
-    """(R [n, 4], C [n, 4, n], start state, the non-terminal states whose move matters) of a task's map."""
-    desc, slippery, rate = fl.dynamics(task)
-    R, C = fl._tables(desc, slippery, rate)
-    movable = np.flatnonzero(C.sum(axis=2).max(axis=1) + R.max(axis=1) > 0)
-    return R, C, fl.start_state(desc), movable
-
-
-def blind_success(task: Task, policies: np.ndarray, horizon: int) -> np.ndarray:
-    """Exact success from the start within 1..`horizon` turns of each deterministic stationary policy.
-
-    `policies` is [B, n_states] (a move per square) or [n_states]; returns [B, horizon] (or [horizon]): column h-1
-    is the probability of reaching the goal within h turns (V_0 = 0, V_h = R_pi + C_pi V_{h-1}).
-    """
-    R, C, start, _ = _tables(task)
-    P = np.atleast_2d(np.asarray(policies, dtype=int))
-    states = np.arange(R.shape[0])
-    Rb, Cb = R[states, P], C[states, P]  # [B, n], [B, n, n]
-    V, out = np.zeros(P.shape, dtype=float), np.empty((P.shape[0], horizon))
-    for h in range(horizon):
-        V = Rb + np.einsum("bij,bj->bi", Cb, V)
-        out[:, h] = V[:, start]
-    return out if np.ndim(policies) == 2 else out[0]
-
-
-def _objective(success: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    return success[..., : len(weights)] @ weights
-
-
-def horizon_weights(horizons: dict[int, float]) -> np.ndarray:
-    """Weights over horizons 1..max as a vector (index h-1), from {horizon: probability}."""
-    w = np.zeros(max(horizons))
-    for h, p in horizons.items():
-        w[h - 1] += p
-    return w / w.sum()
+# Evaluating and improving blind policies lives with the environment's oracle (`frozenlake`), where the map selection
+# of `env.frozenlake.select_min_gap` uses it too; the names stay importable from here.
+_tables = fl.blind_tables
+blind_success = fl.blind_success
+horizon_weights = fl.horizon_weights
+coordinate_ascent = fl.coordinate_ascent
+_objective = fl._blind_objective
 
 
 def _starts(task: Task, horizon: int, rng: np.random.Generator) -> list[np.ndarray]:
@@ -79,23 +51,6 @@ def _starts(task: Task, horizon: int, rng: np.random.Generator) -> list[np.ndarr
     starts.append(fl._optimal_q(desc, int(horizon), 1.0, slippery, rate)[horizon].argmax(axis=1))
     starts += [rng.integers(0, 4, size=n) for _ in range(N_RANDOM_STARTS)]
     return starts
-
-
-def coordinate_ascent(task: Task, policy: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, float]:
-    """From `policy`, repeatedly take the single-square move change that raises the weighted success most, until
-    none does (a local optimum). Returns (policy, its objective)."""
-    _, _, _, movable = _tables(task)
-    horizon = len(weights)
-    pi = np.asarray(policy, dtype=int).copy()
-    best = float(_objective(blind_success(task, pi, horizon), weights))
-    while True:
-        cands = np.repeat(pi[None, :], len(movable) * 4, axis=0)
-        cands[np.arange(len(cands)), np.repeat(movable, 4)] = np.tile(np.arange(4), len(movable))
-        values = _objective(blind_success(task, cands, horizon), weights)
-        i = int(values.argmax())
-        if values[i] <= best + 1e-12:
-            return pi, best
-        pi, best = cands[i], float(values[i])
 
 
 def best_blind_policy(

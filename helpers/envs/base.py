@@ -15,6 +15,8 @@ action is. `step_oracle(name)` reads both attributes without building an environ
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import importlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -209,10 +211,23 @@ def format_transcript(messages: list[dict]) -> str:
 
 def settings(cfg: Any, name: str | None = None) -> dict:
     """The settings of environment `name` (default: the profile's) from a profile, for make/load_tasks."""
-    import dataclasses
-
     name = name or cfg.env.name
     section = getattr(cfg.env, name, None)
     if section is not None and dataclasses.is_dataclass(section):
-        return dataclasses.asdict(section)
+        return plain(section)
     return dict(cfg.env.extra.get(name, {}))
+
+
+def plain(obj: Any) -> Any:
+    """`dataclasses.asdict`, except that a field declared with `omit_default` in its metadata is left out while it
+    holds its default: a knob added later keeps the dicts, and so the hashes and recipes, of every profile that does
+    not set it (`config.knob(..., omit_default=True)`, e.g. `env.frozenlake.select_min_gap`)."""
+    if not dataclasses.is_dataclass(obj) or isinstance(obj, type):
+        return copy.deepcopy(obj)
+    out = {}
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        if f.metadata.get("omit_default") and f.default is not dataclasses.MISSING and value == f.default:
+            continue
+        out[f.name] = plain(value)
+    return out

@@ -27,7 +27,7 @@ from gymnasium.envs.toy_text.frozen_lake import FrozenLakeEnv as GymFrozenLake
 from gymnasium.envs.toy_text.frozen_lake import generate_random_map
 from gymnasium.utils import seeding
 
-from helpers.budget import statement
+from helpers.budget import budget_at, statement
 from helpers.envs.base import StepResult, Task, check_split, seeded_subset
 
 ACTIONS = ("Left", "Down", "Right", "Up")  # gymnasium's order: LEFT=0 DOWN=1 RIGHT=2 UP=3
@@ -204,6 +204,98 @@ def policy_success(task: Task, policy: np.ndarray, budget: int) -> float:
     return float(V[start_state(desc)])
 
 
+def blind_tables(task: Task) -> tuple[np.ndarray, np.ndarray, int, np.ndarray]:
+    """(R [n, 4], C [n, 4, n], start state, the non-terminal states whose move matters) of a task's map."""
+    desc, slippery, rate = dynamics(task)
+    R, C = _tables(desc, slippery, rate)
+    return R, C, start_state(desc), _movable(desc, slippery, rate)
+
+
+@functools.lru_cache(maxsize=4096)
+def _movable(desc: tuple[str, ...], is_slippery: bool, success_rate: float) -> np.ndarray:
+    R, C = _tables(desc, is_slippery, success_rate)
+    return np.flatnonzero(C.sum(axis=2).max(axis=1) + R.max(axis=1) > 0)
+
+
+def blind_success(task: Task, policies: np.ndarray, horizon: int) -> np.ndarray:
+    """Exact success from the start within 1..`horizon` turns of each deterministic stationary (budget-blind) policy.
+
+    `policies` is [B, n_states] (a move per square) or [n_states]; returns [B, horizon] (or [horizon]): column h-1
+    is the probability of reaching the goal within h turns (V_0 = 0, V_h = R_pi + C_pi V_{h-1}).
+    """
+    R, C, start, _ = blind_tables(task)
+    P = np.atleast_2d(np.asarray(policies, dtype=int))
+    states = np.arange(R.shape[0])
+    Rb, Cb = R[states, P], C[states, P]  # [B, n], [B, n, n]
+    V, out = np.zeros(P.shape, dtype=float), np.empty((P.shape[0], horizon))
+    for h in range(horizon):
+        V = Rb + np.einsum("bij,bj->bi", Cb, V)
+        out[:, h] = V[:, start]
+    return out if np.ndim(policies) == 2 else out[0]
+
+
+def _blind_objective(success: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    return success[..., : len(weights)] @ weights
+
+
+def horizon_weights(horizons: dict[int, float]) -> np.ndarray:
+    """Weights over horizons 1..max as a vector (index h-1), from {horizon: probability}."""
+    w = np.zeros(max(horizons))
+    for h, p in horizons.items():
+        w[h - 1] += p
+    return w / w.sum()
+
+
+def coordinate_ascent(task: Task, policy: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, float]:
+    """From the deterministic stationary `policy`, repeatedly take the single-square move change that raises the
+    weighted success most, until none does (a local optimum). Returns (policy, its objective).
+    `helpers.headroom.best_blind_policy` runs it from several starts."""
+    _, _, _, movable = blind_tables(task)
+    horizon = len(weights)
+    pi = np.asarray(policy, dtype=int).copy()
+    best = float(_blind_objective(blind_success(task, pi, horizon), weights))
+    while True:
+        cands = np.repeat(pi[None, :], len(movable) * 4, axis=0)
+        cands[np.arange(len(cands)), np.repeat(movable, 4)] = np.tile(np.arange(4), len(movable))
+        values = _blind_objective(blind_success(task, cands, horizon), weights)
+        i = int(values.argmax())
+        if values[i] <= best + 1e-12:
+            return pi, best
+        pi, best = cands[i], float(values[i])
+
+
+# The map selection of `env.frozenlake.select_min_gap`: the budgets, as fractions of T_max, whose gaps are averaged.
+SELECT_FRACTIONS = (0.25, 0.5, 0.75)
+
+
+def budget_gaps(task: Task, fractions: Sequence[float] = SELECT_FRACTIONS) -> np.ndarray:
+    """The budget-awareness gap of one map, in points, at each fraction of its T_max (`task.t_max`): the optimum's
+    success minus that of a blind policy for T_max, the local optimum that coordinate ascent reaches from the greedy
+    policy on the optimum's Q* at T_max (one start of `helpers.headroom.best_blind_policy`, which searches from more
+    and so can only find a blind policy as good or better at T_max). What the map selection reads: cheap (about 2 ms
+    on a 4x4 map) and exact for its policy."""
+    desc, slippery, rate = dynamics(task)
+    t_max = int(task.t_max)
+    q = _optimal_q(desc, t_max, 1.0, slippery, rate)
+    start = start_state(desc)
+    blind, _ = coordinate_ascent(task, q[t_max].argmax(axis=1), horizon_weights({t_max: 1.0}))
+    curve = blind_success(task, blind, t_max)
+    budgets = [budget_at(f, t_max) for f in fractions]
+    return np.array([100.0 * (q[T, start].max() - curve[T - 1]) for T in budgets])
+
+
+def selected(desc: tuple[str, ...], select: tuple[bool, float, int, float] | None) -> bool:
+    """Whether a generated map passes the selection `(is_slippery, success_rate, t_max, min_gap)`: its mean
+    `budget_gaps` over `SELECT_FRACTIONS` is at least min_gap points (None: no selection, every map passes)."""
+    if select is None:
+        return True
+    slippery, rate, t_max, min_gap = select
+    task = Task(
+        "select", "frozenlake", {"desc": list(desc), "is_slippery": slippery, "success_rate": rate}, t_max
+    )
+    return bool(budget_gaps(task).mean() >= min_gap)
+
+
 def shortest_path(desc: tuple[str, ...] | list[str]) -> int | None:
     """Fewest moves from S to G avoiding holes (None if unreachable)."""
     n = len(desc)
@@ -248,31 +340,51 @@ _SPLIT_OFFSET = {"test": 0, "train": 50_000_000}
 
 
 @functools.lru_cache(maxsize=16)
-def map_sets(size: int, hole_p: float, n_train: int, n_test: int, map_seed: int) -> dict[str, list[tuple]]:
-    """Disjoint train and test map sets, deduplicated by the rendered map (checked, not assumed)."""
+def map_sets(
+    size: int,
+    hole_p: float,
+    n_train: int,
+    n_test: int,
+    map_seed: int,
+    select: tuple[bool, float, int, float] | None = None,
+) -> dict[str, list[tuple]]:
+    """Disjoint train and test map sets, deduplicated by the rendered map (checked, not assumed).
+
+    With `select = (is_slippery, success_rate, t_max, min_gap)` (`env.frozenlake.select_min_gap` > 0) a generated
+    map is kept only if it passes `selected`, the same rule for both splits, before deduplication; each split still
+    draws from its own seed stream, so the two stay disjoint.
+    """
     base = map_seed * 100_000_000
+    rule = "" if select is None else f" passing env.frozenlake.select_min_gap = {select[3]}"
     test: dict[str, tuple] = {}
     seed = base + _SPLIT_OFFSET["test"]
     while len(test) < n_test:
         desc = random_map(size, hole_p, seed)
         seed += 1
-        if desc is not None:
+        if select is not None and seed - base - _SPLIT_OFFSET["test"] > 200 * n_test + 1_000:
+            raise ValueError(
+                f"frozenlake: only {len(test)} of {n_test} test maps of size {size}{rule} in "
+                f"{seed - base - _SPLIT_OFFSET['test']} generated maps; lower env.frozenlake.select_min_gap"
+            )
+        if desc is not None and selected(desc, select):
             test.setdefault(render(desc, start_state(desc)), desc)
     train: dict[str, tuple] = {}
     seed = base + _SPLIT_OFFSET["train"]
+    limit = 50 * n_train + 10_000 if select is None else 200 * n_train + 1_000
     while len(train) < n_train:
         desc = random_map(size, hole_p, seed)
         seed += 1
-        if seed - base - _SPLIT_OFFSET["train"] > 50 * n_train + 10_000:
+        if seed - base - _SPLIT_OFFSET["train"] > limit:
             raise ValueError(
-                f"frozenlake: could not find {n_train} distinct training maps of size {size} disjoint from the "
-                f"test maps; lower env.frozenlake.n_train or raise env.frozenlake.size"
+                f"frozenlake: could not find {n_train} distinct training maps of size {size}{rule} disjoint from "
+                f"the test maps; lower env.frozenlake.n_train or raise env.frozenlake.size"
+                + ("" if select is None else " or lower env.frozenlake.select_min_gap")
             )
         if desc is None:
             continue
         key = render(desc, start_state(desc))
-        if key not in test:
-            train.setdefault(key, desc)
+        if key not in test and key not in train and selected(desc, select):
+            train[key] = desc
     overlap = set(train) & set(test)
     assert not overlap, f"train and test maps overlap: {len(overlap)}"
     return {"train": list(train.values()), "test": list(test.values())}
@@ -321,12 +433,24 @@ class FrozenLakeEnv:
         n_train: int = 2000,
         n_test: int = 100,
         map_seed: int = 0,
+        select_min_gap: float = 0.0,
     ) -> list[Task]:
-        """Tasks of one split; with `n`, a seeded subset of it (the whole split keeps its stored order)."""
+        """Tasks of one split; with `n`, a seeded subset of it (the whole split keeps its stored order).
+
+        `select_min_gap` > 0 keeps only maps whose budget-awareness gap (`budget_gaps` at 25 / 50 / 75 % of
+        `t_max`, on the task's dynamics) averages at least that many points, in both splits (`map_sets`)."""
         check_split(split, "frozenlake")
         if source != "bundled":
             raise ValueError("frozenlake maps are generated locally; source must be 'bundled'")
-        maps = map_sets(size, hole_p, n_train, n_test, map_seed)[split]
+        select = None
+        if select_min_gap > 0:
+            if not is_slippery:
+                raise ValueError(
+                    "frozenlake: select_min_gap needs slippery ice (is_slippery: true); on deterministic ice a "
+                    "blind policy along a shortest path is optimal at every budget, so no map has a gap"
+                )
+            select = (bool(is_slippery), float(success_rate), int(t_max), float(select_min_gap))
+        maps = map_sets(size, hole_p, n_train, n_test, map_seed, select)[split]
         return [
             Task(
                 task_id=f"fl{size}-{split}-{i:05d}",

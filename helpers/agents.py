@@ -15,8 +15,8 @@ path (loaded with the HF backend in float32, as the kit's evaluation always did)
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -76,3 +76,19 @@ def opened(agent: AgentLike, name: str | None = None, device: str = "cpu") -> It
         policy = HFPolicy.from_pretrained(agent, device=device, name=name or str(agent))
     with policy:
         yield policy
+
+
+@contextmanager
+def opened_on_demand(agent: AgentLike, name: str | None = None) -> Iterator[Callable[[], Policy]]:
+    """A function that gives the agent's policy, loading it on its first call only and closing it at the end of
+    the block: an analysis whose numbers are already recorded never loads the model (`evaluate.recorded_per_state`),
+    and one that needs it loads it once for all of its uses."""
+    with ExitStack() as stack:
+        loaded: list[Policy] = []
+
+        def get() -> Policy:
+            if not loaded:
+                loaded.append(stack.enter_context(opened(agent, name)))
+            return loaded[0]
+
+        yield get

@@ -197,6 +197,12 @@ class BFCLSettings:
     )  # fmt: skip
     t_max: int | None = knob(None, "turns per entry (None: turns_per_request per user request)", ge=1)
     turns_per_request: int = knob(4, "turns per user request", ge=1)
+    docs: Literal["full", "compact"] = knob(
+        "full",
+        "how the prompt shows the function docs: 'full' (BFCL's JSON schemas) or 'compact' (names, parameters and "
+        "types without the prose: helpers.envs.bfcl.render_docs)",
+        reported=True,
+    )
 
 
 @dataclass(frozen=True)

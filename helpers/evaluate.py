@@ -11,8 +11,9 @@ whose cells are all in the records is never loaded.
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 
+import numpy as np
 import pandas as pd
 
 from helpers import store
@@ -218,3 +219,28 @@ def recorded_trajectories(
                         step_quality=step_quality, model_name=name)  # fmt: skip
     store.Records.rewrite(path, [t.to_dict() for t in trajs])
     return trajs
+
+
+def recorded_per_state(
+    profile: str, name: str, agent: AgentLike, states: list, recipe: list, compute: Callable[[], np.ndarray]
+) -> np.ndarray:
+    """Per-state numbers of one agent at probe states (e.g. the step qualities of its G actions, its continuation
+    success), computed once by `compute` and then read back from the store, as `recorded_trajectories` does for
+    trajectories. The file name carries a hash of what determines them: the agent (`agent_id` and its name, which
+    seeds its stream: `probing.policy_seed`), the states and `recipe` (the caller's settings: G, sampling, seed).
+    Run All on committed results reads them instead of sampling again; floats come back exactly (JSON keeps every
+    double)."""
+    import hashlib
+    import json
+
+    own = getattr(agent, "name", None)
+    key = json.dumps([agent_id(agent), own, [s.to_dict() for s in states], recipe], default=repr)
+    digest = hashlib.sha256(key.encode()).hexdigest()[:12]
+    path = store.profile_dir(profile) / "probes" / f"{name}-{digest}.json"
+    if path.exists():
+        return np.asarray(json.loads(path.read_text())["values"], dtype=float)
+    values = np.asarray(compute(), dtype=float)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    store.write_atomic(path, json.dumps({"agent": agent_id(agent), "name": own, "n_states": len(states),
+                                         "values": values.tolist()}))  # fmt: skip
+    return values

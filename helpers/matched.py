@@ -21,7 +21,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from helpers import controls, envs, evaluate, fmt, metrics, paper, plots, probing, store
-from helpers.agents import AgentLike, opened
+from helpers.agents import AgentLike, opened_on_demand
 from helpers.config import Config
 from helpers.envs import load_tasks, settings
 from helpers.policy import Sampling
@@ -77,13 +77,19 @@ def quality_table(
 ) -> pd.DataFrame:
     """Per state of every seed's pool: each role's mean oracle quality over its G actions, sampled with `seed`
     (each policy draws from its own stream, so the order in which the agents are opened changes nothing)."""
-    s = Sampling.from_config(cfg.sampling)
-    sampling = Sampling(s.temperature, s.top_p, s.max_new_tokens, seed=seed)
+    sampling = Sampling.from_config(cfg.sampling, seed=seed)
     quality: dict = {}  # (pool, role) -> [n_states, g] qualities
     for agent, plays in by_agent(pools).items():
-        with opened(agents[agent]) as policy:  # one model at a time
+        with opened_on_demand(agents[agent]) as policy:  # one model at a time, loaded only if a play needs it
             for name, role in plays:
-                quality[name, role] = probing.state_quality(policy, pools[name], g, sampling)
+                quality[name, role] = evaluate.recorded_per_state(
+                    cfg.results_name,
+                    f"quality-{name}-{role}",
+                    agents[agent],
+                    pools[name],
+                    [g, repr(sampling)],
+                    lambda name=name: probing.state_quality(policy(), pools[name], g, sampling),
+                )
     tables = [probing.state_table(pool, {role: quality[name, role] for role, _ in roles(name)})
               .assign(rl_seed=int(name.rsplit("-s", 1)[1])) for name, pool in pools.items()]  # fmt: skip
     return pd.concat(tables, ignore_index=True)

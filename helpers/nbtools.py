@@ -100,9 +100,9 @@ def run_all(path: Path, timeout: int = 600) -> tuple[nbformat.NotebookNode, list
 
 
 def artefacts(profile_root: Path) -> dict[str, int]:
-    """What training and evaluation leave under a profile's folder: every file below `models/` (by size) and every
-    record file (by its number of lines). Equal before and after a run means the run trained and sampled nothing
-    new: it read what was there."""
+    """What training and evaluation leave under a profile's folder: every file below `models/` and `probes/` (by
+    size) and every record file (by its number of lines). Equal before and after a run means the run trained and
+    sampled nothing new: it read what was there."""
     found = {}
     for p in sorted(profile_root.rglob("*")):
         if not p.is_file():
@@ -110,7 +110,7 @@ def artefacts(profile_root: Path) -> dict[str, int]:
         rel = p.relative_to(profile_root).as_posix()
         if p.suffix == ".jsonl":
             found[rel] = sum(1 for _ in p.open("rb"))
-        elif rel.startswith("models/"):
+        elif rel.startswith(("models/", "probes/")):
             found[rel] = p.stat().st_size
     return found
 

@@ -20,8 +20,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from helpers import controls, envs, fmt, matched, metrics, models, paper, plots, probing, store
-from helpers.agents import Agent, AgentLike, opened
+from helpers import controls, envs, evaluate, fmt, matched, metrics, models, paper, plots, probing, store
+from helpers.agents import Agent, AgentLike, opened_on_demand
 from helpers.config import Config
 from helpers.envs import load_tasks, settings
 from helpers.policy import Sampling
@@ -96,10 +96,13 @@ def continuation(cfg: Config, agents: dict[str, AgentLike], errors: dict[str, li
     boot = (cfg.eval.n_bootstrap, cfg.eval.ci, cfg.seed)
     success: dict = {}  # (pool, role) -> per-state continuation success
     for agent, plays in matched.by_agent(errors).items():
-        with opened(agents[agent]) as policy:  # one model at a time
+        with opened_on_demand(agents[agent]) as policy:  # one model at a time, loaded only if a play needs it
             for name, role in plays:
-                success[name, role] = probing.continuation_success(policy, errors[name], p.n_continuations,
-                                                                   sampling, cfg.seed + 5004)  # fmt: skip
+                success[name, role] = evaluate.recorded_per_state(
+                    cfg.results_name, f"continuation-{name}-{role}", agents[agent], errors[name],
+                    [p.n_continuations, repr(sampling), cfg.seed + 5004],
+                    lambda name=name: probing.continuation_success(policy(), errors[name], p.n_continuations,
+                                                                   sampling, cfg.seed + 5004))  # fmt: skip
     rates: dict[str, list] = {role: [] for role in ("base", "sharp", "rl")}
     bounds = []
     for name, pool in errors.items():

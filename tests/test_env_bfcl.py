@@ -98,6 +98,33 @@ def test_task_round_trips_through_dict():
     assert a.success and b.success and a.observation == b.observation
 
 
+def test_compact_docs_keep_every_name_parameter_and_type_and_drop_only_the_prose():
+    """`docs: compact` (the smoke profile's): the same functions, parameters, types and required lists as BFCL's
+    docs; the prompt is shorter; a parameter named "description" stays; the default leaves the payload as it was."""
+    full = B.BFCLEnv.load_tasks("test", n=3)
+    compact = B.BFCLEnv.load_tasks("test", n=3, docs="compact")
+    assert all("docs" not in t.payload for t in full)  # the default's tasks (and so their hashes) are unchanged
+    assert [t.payload["docs"] for t in compact] == ["compact"] * 3
+
+    def schema(doc):  # what a call needs: names, types, required, nested, with the prose left out
+        if isinstance(doc, dict):
+            return {k: schema(v) for k, v in doc.items() if not (k == "description" and isinstance(v, str))}
+        return [schema(v) for v in doc] if isinstance(doc, list) else doc
+
+    for task in compact:
+        docs = [d for c in task.payload["involved_classes"] for d in B.function_docs(c)]
+        shown = json.loads(B.render_docs(docs, "compact"))
+        assert shown == [schema({k: v for k, v in d.items() if k != "response"}) for d in docs]
+        assert [d["name"] for d in shown] == [d["name"] for d in docs]
+        assert len(B.render_docs(docs, "compact")) < len(B.render_docs(docs)) / 2
+        prompt = B.BFCLEnv().reset(task, 3)[0]["content"]
+        assert B.render_docs(docs, "compact") in prompt and "Tool description" not in prompt
+    ticket = next(d for d in B.function_docs("TicketAPI") if d["name"] == "create_ticket")
+    assert "description" in json.loads(B.render_docs([ticket], "compact"))[0]["parameters"]["properties"]
+    with pytest.raises(ValueError, match="docs must be one of"):
+        B.BFCLEnv.load_tasks("test", docs="short")
+
+
 # ----------------------------------------------------------------------------------------------- scoring
 
 

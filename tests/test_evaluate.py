@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from helpers import base_model, config, evaluate, metrics, store
@@ -162,3 +163,41 @@ def test_budget_and_gain_tables_pair_models_on_tasks():
     gain = evaluate.gain_table(df, "a", "b", n_boot=200)
     assert gain["gain_points"].iloc[0] == pytest.approx(25.0)
     assert gain["low"].iloc[0] <= 25.0 <= gain["high"].iloc[0]
+
+
+def test_per_state_numbers_are_computed_once_and_read_back_exactly(tmp_path):
+    """`recorded_per_state`: the first call computes and records, the next reads the record back bit for bit
+    without computing (the agent is never loaded: `opened_on_demand`); another agent name, recipe or state pool
+    computes anew. The Run All test relies on this for notebooks 04 and 05."""
+    from helpers.agents import opened_on_demand
+    from helpers.probing import ProbeState
+
+    states = [ProbeState({"task_id": f"t{i}"}, "frozenlake", 4, i, ["1"] * i, [1, 2], "base") for i in range(3)]
+    values = np.array([[0.1, 1 / 3], [np.nan, 0.0], [2.0 / 7, 1.0]])
+    loads: list[str] = []
+
+    class Counted(Agent):
+        def load(self):
+            loads.append(self.name)
+            return HFPolicy.__new__(HFPolicy)  # never used: compute below does not sample
+
+    cfg = config.load("smoke")
+    agent = Counted("base", tmp_path / "models" / "base", cfg)
+    with store.results_at(tmp_path):
+
+        def call(agent=agent, recipe=(4, "s"), pool=states):
+            calls = []
+            with opened_on_demand(agent) as policy:
+                got = evaluate.recorded_per_state("smoke", "quality-x", agent, pool, list(recipe),
+                                                  lambda: (calls.append(policy()), values)[1])  # fmt: skip
+            return got, len(calls)
+
+        first, n1 = call()
+        again, n2 = call()
+        assert (n1, n2) == (1, 0) and loads == ["base"]  # loaded once, for the computation only
+        np.testing.assert_array_equal(first, values)
+        np.testing.assert_array_equal(again, values)  # NaN where it was, every double exact
+        assert call(recipe=(5, "s"))[1] == 1
+        assert call(pool=states[:2])[1] == 1
+        assert call(agent=Counted("sharp", agent.path, cfg))[1] == 1  # the name seeds the stream: its own record
+        assert len(list((tmp_path / "smoke" / "probes").glob("quality-x-*.json"))) == 4

@@ -62,11 +62,13 @@ from helpers.envs.bfcl.data import (
 )
 from helpers.envs.bfcl.engine import Backends, CallLimits, backend_class, result_text, run_call
 from helpers.envs.bfcl.env import (
+    DOC_STYLES,
     END_OF_TURN_REPLY,
     BFCLEnv,
     corrupt_call,
     demo,
     ground_truth_replies,
+    render_docs,
     system_prompt,
 )
 from helpers.envs.bfcl.parser import Call, parse_calls, parse_ground_truth
@@ -74,6 +76,7 @@ from helpers.envs.bfcl.parser import Call, parse_calls, parse_ground_truth
 __all__ = [
     "CATEGORIES",
     "DATA_DIR",
+    "DOC_STYLES",
     "END_OF_TURN_REPLY",
     "N_ENTRIES",
     "BFCLEnv",
@@ -89,6 +92,7 @@ __all__ = [
     "load_entries",
     "parse_calls",
     "parse_ground_truth",
+    "render_docs",
     "result_text",
     "run_call",
     "split_indices",

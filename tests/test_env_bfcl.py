@@ -103,7 +103,9 @@ def test_compact_docs_keep_every_name_parameter_and_type_and_drop_only_the_prose
     docs; the prompt is shorter; a parameter named "description" stays; the default leaves the payload as it was."""
     full = B.BFCLEnv.load_tasks("test", n=3)
     compact = B.BFCLEnv.load_tasks("test", n=3, docs="compact")
-    assert all("docs" not in t.payload for t in full)  # the default's tasks (and so their hashes) are unchanged
+    assert all(
+        "docs" not in t.payload for t in full
+    )  # the default's tasks (and so their hashes) are unchanged
     assert [t.payload["docs"] for t in compact] == ["compact"] * 3
 
     def schema(doc):  # what a call needs: names, types, required, nested, with the prose left out

@@ -172,7 +172,9 @@ def test_per_state_numbers_are_computed_once_and_read_back_exactly(tmp_path):
     from helpers.agents import opened_on_demand
     from helpers.probing import ProbeState
 
-    states = [ProbeState({"task_id": f"t{i}"}, "frozenlake", 4, i, ["1"] * i, [1, 2], "base") for i in range(3)]
+    states = [
+        ProbeState({"task_id": f"t{i}"}, "frozenlake", 4, i, ["1"] * i, [1, 2], "base") for i in range(3)
+    ]
     values = np.array([[0.1, 1 / 3], [np.nan, 0.0], [2.0 / 7, 1.0]])
     loads: list[str] = []
 
@@ -199,5 +201,7 @@ def test_per_state_numbers_are_computed_once_and_read_back_exactly(tmp_path):
         np.testing.assert_array_equal(again, values)  # NaN where it was, every double exact
         assert call(recipe=(5, "s"))[1] == 1
         assert call(pool=states[:2])[1] == 1
-        assert call(agent=Counted("sharp", agent.path, cfg))[1] == 1  # the name seeds the stream: its own record
+        assert (
+            call(agent=Counted("sharp", agent.path, cfg))[1] == 1
+        )  # the name seeds the stream: its own record
         assert len(list((tmp_path / "smoke" / "probes").glob("quality-x-*.json"))) == 4

@@ -115,14 +115,16 @@ def _color(name: str) -> str | None:
 
 
 def testbed(curve: pd.DataFrame, t_max: int) -> plt.Figure:
-    """Left: success within T turns of the budget-aware optimum (the structural upper bound), the best
-    stationary policy, the demonstrator and the base (in the context it plays in, with its interval, and in
-    the one-turn context). Right: the value of knowing the budget, optimum minus best stationary policy."""
+    """Left: success within T turns of the budget-aware optimum (the structural upper bound), the best budget-blind
+    policy for T_max, the greedy habit, the demonstrator and the base (in the context it plays in, with its
+    interval, and in the one-turn context). Right: the three headrooms stacked (noise, habit, budget awareness),
+    which sum to the optimum minus the demonstrator."""
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10.5, 3.6), gridspec_kw={"width_ratios": [1.6, 1]})
     ax1.plot(
         curve["T"], curve["upper_bound"], "o-", color=PALETTE["upper bound"], label="budget-aware optimum"
     )
-    ax1.plot(curve["T"], curve["stationary"], "s--", color="k", label="best stationary policy")
+    ax1.plot(curve["T"], curve["blind_t_max"], "s--", color="k", label="best budget-blind policy for T_max")
+    ax1.plot(curve["T"], curve["greedy_habit"], "v:", color="#7f7f7f", label="greedy habit")
     ax1.plot(curve["T"], curve["demonstrator"], "^:", color="#8c564b", label="demonstrator")
     base = curve.dropna(subset=["base"])
     if len(base):
@@ -134,8 +136,14 @@ def testbed(curve: pd.DataFrame, t_max: int) -> plt.Figure:
     ax1.axvline(t_max, color="k", lw=0.8, alpha=0.3)
     ax1.set(xlabel="turn budget T", ylabel="success within T turns", ylim=(0, 1), title="test maps")
     ax1.legend(frameon=False, fontsize=8, loc="best")
-    ax2.bar(curve["T"], 100 * (curve["upper_bound"] - curve["stationary"]), color=PALETTE["upper bound"])
-    ax2.set(xlabel="turn budget T", ylabel="points", title="value of knowing the budget")
+    bottom = np.zeros(len(curve))
+    for column, label, color in (("noise_points", "noise", "#c7c7c7"), ("habit_points", "habit", "#7f7f7f"),
+                                 ("budget_awareness_points", "budget awareness", PALETTE["upper bound"])):  # fmt: skip
+        ax2.bar(curve["T"], curve[column], bottom=bottom, color=color, label=label)
+        bottom = bottom + curve[column].to_numpy()
+    ax2.axhline(0, color="k", lw=0.6)
+    ax2.set(xlabel="turn budget T", ylabel="points", title="headrooms (exact)")
+    ax2.legend(frameon=False, fontsize=8, loc="upper left")
     fig.tight_layout()
     return fig
 

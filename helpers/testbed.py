@@ -9,9 +9,10 @@ the section is skipped), and `series` returns None on FrozenLake, so the noteboo
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
-from helpers import base_model, budget, evaluate, fmt, plots, store
+from helpers import base_model, budget, evaluate, fmt, headroom, plots, store
 from helpers.agents import Agent, opened
 from helpers.config import Config
 from helpers.envs import Task, bfcl, code, format_transcript, load_tasks, make, play, settings, step_oracle
@@ -22,8 +23,14 @@ from helpers.rollout import ChatFormat, LastTurnContext, rollout
 # the metrics.json name of each testbed column, at the evaluation's budget fractions
 _AT_FRACTIONS = {
     "upper_bound": "upper_bound",
-    "stationary_success": "stationary",
-    "value_of_knowing_budget_points": "value_of_budget_points",
+    "greedy_habit_success": "greedy_habit",
+    "blind_t_max_success": "blind_t_max",
+    "blind_mix_success": "blind_mix",
+    "noise_points": "noise_points",
+    "habit_points": "habit_points",
+    "budget_awareness_points": "budget_awareness_points",
+    "budget_awareness_vs_mix_points": "budget_awareness_vs_mix_points",
+    "solvable_maps": "solvable_maps",
     "demonstrator_success": "demonstrator",
     "base_success": "base",
     "base_success_last_turn_context": "base_last_turn",
@@ -139,9 +146,11 @@ def _fractions(cfg: Config) -> dict[int, float]:
 
 
 def curve(cfg: Config, test: list[Task], out: store.Run) -> pd.DataFrame | None:
-    """Per budget T: the structural upper bound, the best stationary policy, the value of knowing the budget, the
-    demonstrator (all exact) and the base evaluated in its rollout context and in a one-turn context (written as the
-    table and figure `testbed`); None off FrozenLake."""
+    """Per budget T: the structural upper bound (the budget-aware optimum), the greedy habit, the best budget-blind
+    policies (for T_max and for BudgetMix's mix), the demonstrator, the three headrooms between them in points
+    (noise, habit, budget awareness: `headroom.table`), the maps solvable at all within T (all exact, by DP) and
+    the base evaluated in its rollout context and in a one-turn context (written as the table and figure
+    `testbed`); None off FrozenLake."""
     if not is_testbed(cfg):
         return None
     t_max = cfg.env.frozenlake.t_max
@@ -158,16 +167,15 @@ def curve(cfg: Config, test: list[Task], out: store.Run) -> pd.DataFrame | None:
     base_at = evaluate.budget_table(df, cfg.eval.n_bootstrap, cfg.eval.ci, cfg.seed).pivot(
         index="budget", columns="model"
     )
-    c = pd.DataFrame(
-        {
-            "T": Ts,
-            "fraction": [T / t_max for T in Ts],
-            "upper_bound": list(fl.upper_bound_curve(test, Ts).values()),
-            "stationary": list(fl.stationary_success_curve(test, Ts, cfg.sft.habit_gamma).values()),
-            "demonstrator": list(base_model.demonstrator_success(cfg, test, Ts).values()),
-        }
-    )
-    c["value_of_budget_points"] = 100 * (c["upper_bound"] - c["stationary"])
+    h = headroom.table(test, Ts, t_max, cfg.sft.epsilon, cfg.sft.habit_gamma, cfg.seed)
+    demonstrator = list(base_model.demonstrator_success(cfg, test, Ts).values())
+    if not np.allclose(h["demonstrator"], demonstrator, atol=1e-12):  # one demonstrator, computed two ways
+        raise AssertionError(
+            "headroom.table's demonstrator is not the base's (base_model.demonstrator_success)"
+        )
+    c = pd.DataFrame({"T": Ts, "fraction": [T / t_max for T in Ts],
+                      "upper_bound": list(fl.upper_bound_curve(test, Ts).values())})  # fmt: skip
+    c = c.join(h[[*HEADROOM_COLUMNS]].reset_index(drop=True))
     for col, (stat, model) in {
         "base": ("success", "base"),
         "base_low": ("low", "base"),
@@ -179,6 +187,16 @@ def curve(cfg: Config, test: list[Task], out: store.Run) -> pd.DataFrame | None:
     out.write_table("testbed", c)
     out.save_figure(plots.testbed(c, t_max), "testbed")
     return c
+
+
+# the columns of `headroom.table` the testbed keeps (the blind policy tuned to each budget itself stays there)
+HEADROOM_COLUMNS = ("greedy_habit", "blind_t_max", "blind_mix", "demonstrator", "noise_points", "habit_points",
+                    "budget_awareness_points", "budget_awareness_vs_mix_points", "solvable_maps")  # fmt: skip
+
+
+def _number(column: str, value) -> int | float:
+    """A testbed table's value as metrics.json keeps it: counts as int, everything else as float."""
+    return int(value) if column == "solvable_maps" else float(value)
 
 
 def _testbed_metrics(cfg: Config, train: list[Task], test: list[Task], c: pd.DataFrame) -> dict:
@@ -196,7 +214,10 @@ def _testbed_metrics(cfg: Config, train: list[Task], test: list[Task], c: pd.Dat
         "n_test_maps": len(test),
         "map_stats": map_stats(cfg, train, test),
         "budget_at_fraction": {key[T]: int(T) for T in at.index},
-        **{name: {key[T]: float(at.loc[T, col]) for T in at.index} for name, col in _AT_FRACTIONS.items()},
+        **{
+            name: {key[T]: _number(col, at.loc[T, col]) for T in at.index}
+            for name, col in _AT_FRACTIONS.items()
+        },
         "upper_bound_per_T": dict(zip(c["T"], c["upper_bound"], strict=True)),
         "base_ci": {key[T]: [float(at.loc[T, "base_low"]), float(at.loc[T, "base_high"])] for T in at.index},
         "base_sft": base_model.summary(cfg),
@@ -329,19 +350,29 @@ def findings(m: dict) -> list[str]:
         return _series_findings(m)
     fl_m = m["frozenlake"]
     fr = " / ".join(fmt.number(float(k), 0, scale=100) for k in fl_m["upper_bound"])
-    value = fl_m["value_of_knowing_budget_points"]
+    aware, habit, noise = (fl_m[k] for k in ("budget_awareness_points", "habit_points", "noise_points"))
+    at = list(aware.values())  # at 25 / 50 / 75 / 100 % of T_max
+    enough = len(at) == 4 and min(at[:2]) >= 8 and at[2] >= 4
     lines = [
         f"- **Setting:** {fl_m['size']}x{fl_m['size']} maps, {fl_m['hole_p']:.0%} holes, slippery ice (success rate "
         f"{fl_m['success_rate']:g}), T_max = {fl_m['t_max']}; {fl_m['n_train_maps']} training and "
         f"{fl_m['n_test_maps']} test maps.",
         f"- **Structural upper bound** at {fr} % of T_max: {fmt.joined(fl_m['upper_bound'])}"
         + ("; no budget is solved outright." if max(fl_m["upper_bound"].values()) < 0.95 else "."),
-        "- **Value of knowing the budget** (optimum minus best stationary policy): "
-        + fmt.joined(value, 1, sign=True)
+        f"- **Maps solvable at all** within T (optimum above 0): {fmt.joined(fl_m['solvable_maps'], 0)} of "
+        f"{fl_m['n_test_maps']}.",
+        "- **Three headrooms** (points, exact by DP, at the same budgets): **noise** (greedy habit minus the "
+        f"demonstrator) {fmt.joined(noise, 1, sign=True)}; **habit** (best budget-blind policy for T_max minus the "
+        f"greedy habit) {fmt.joined(habit, 1, sign=True)}; **budget awareness** (optimum minus the best "
+        f"budget-blind policy for T_max) {fmt.joined(aware, 1, sign=True)}, and against the best budget-blind "
+        f"policy for BudgetMix's budget mix {fmt.joined(fl_m['budget_awareness_vs_mix_points'], 1, sign=True)}. "
+        "Only the last needs an agent that reads the budget; "
         + (
-            " points: a budget-aware agent can gain at every budget, so BudgetMix has something to learn."
-            if min(value.values()) >= 5
-            else " points (under 5 somewhere: there the budget carries little information)."
+            "it is at least 8 points at 25 % and 50 % of T_max and 4 at 75 %: the testbed can show budget "
+            "awareness."
+            if enough
+            else "it is under 8 points at 25 % or 50 % of T_max, or under 4 at 75 %: on these maps a budget-blind "
+            "policy is nearly as good as the optimum, so budget awareness has little to show."
         ),
         f"- **Demonstrator** (exact): {fmt.joined(fl_m['demonstrator_success'])}; **base** in the context it plays "
         f"in (whole conversation): {fmt.joined(fl_m['base_success'])}, in a one-turn context: "

@@ -104,7 +104,19 @@ def test_findings_00_testbed_numbers():
     assert (
         f"Structural upper bound** at 25 / 50 / 75 / 100 % of T_max: {fmt.joined(fl['upper_bound'])}" in text
     )
-    assert fmt.joined(fl["value_of_knowing_budget_points"], 1, sign=True) in text
+    for headroom in (
+        "noise_points",
+        "habit_points",
+        "budget_awareness_points",
+        "budget_awareness_vs_mix_points",
+    ):
+        assert fmt.joined(fl[headroom], 1, sign=True) in text
+    aware = list(fl["budget_awareness_points"].values())
+    shows = min(aware[:2]) >= 8 and aware[2] >= 4
+    assert (
+        "the testbed can show budget awareness" if shows else "budget awareness has little to show"
+    ) in text
+    assert f"{fmt.joined(fl['solvable_maps'], 0)} of {fl['n_test_maps']}" in text
     assert f"lowest {fmt.number(fl['min_base_over_demonstrator'], 2)}" in text
     assert ("met)" if fl["min_base_over_demonstrator"] >= 0.8 else "NOT met)") in text
 

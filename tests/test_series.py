@@ -109,7 +109,8 @@ def test_a_series_writes_and_reads_in_its_own_folder(tmp_path, monkeypatch):
         r = store.open_run(cfg.results_name, "01_grpo_training", cfg)
         assert r.dir == tmp_path / "smoke" / "bfcl" / "01_grpo_training"
         r.write_metrics({"x": 1})
-        assert store.Run.read_metrics(cfg.results_name, "01_grpo_training") == {"x": 1}
+        # the metrics carry BFCL's reported setting (the prompt's docs: compact in the smoke profile)
+        assert store.Run.read_metrics(cfg.results_name, "01_grpo_training") == {"x": 1, "docs": "compact"}
         manifest = json.loads((r.dir / "manifest.json").read_text())
         assert (manifest["profile"], manifest["series"], manifest["results"]) == (
             "smoke",

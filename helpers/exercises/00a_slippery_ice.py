@@ -13,5 +13,5 @@ for rate in (1.0, 0.9, 0.75, 0.5, 1 / 3):  # the probability that a move goes wh
     bound_x = fl.upper_bound_curve(maps, budgets)
     blind = fl.stationary_success_curve(maps, budgets, icy.sft.habit_gamma)
     value_x[f"success_rate {rate:.2f}"] = {f"T={T}": 100 * (bound_x[T] - blind[T]) for T in budgets}
-print("Value of knowing the budget (points): budget-aware optimum minus the best stationary policy")
+print("Optimum minus the greedy habit (points): the habit and budget-awareness headrooms together")
 print(pd.DataFrame(value_x).T.round(1).to_string())

@@ -11,9 +11,9 @@ horizons = sorted({1, 2, t_top // 2, t_top, 2 * t_top, 3 * t_top, 4 * t_top} - {
 long_x = pd.DataFrame(
     {
         "upper_bound": fl.upper_bound_curve(maps, horizons),
-        "stationary": fl.stationary_success_curve(maps, horizons, conf.sft.habit_gamma),
+        "greedy_habit": fl.stationary_success_curve(maps, horizons, conf.sft.habit_gamma),
     }
 )
-long_x["value_of_budget_points"] = 100 * (long_x["upper_bound"] - long_x["stationary"])
+long_x["optimum_minus_habit_points"] = 100 * (long_x["upper_bound"] - long_x["greedy_habit"])
 print(f"T_max of the profile: {t_top}")
 print(long_x.rename_axis("T").round(3).to_string())

@@ -3,6 +3,7 @@ own reward code, the protocol, and the read-only guard (writes, ATTACH, PRAGMA w
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -306,9 +307,38 @@ def test_hub_source_fails_clearly_offline(tmp_path):
 # ------------------------------------------------------------------------------------------------ reward
 
 
+@functools.cache
+def _intercode_sql_env() -> type:
+    """intercode-bench's SqlEnv. Its package `intercode.envs` also imports the Bash environment, which needs
+    scikit-learn's TfidfVectorizer; the kit installs no scikit-learn (transformers imports it in every process when
+    it is there: 1.2 s each), and the SQL reward never touches it, so a stand-in that refuses to be used takes its
+    place while intercode is imported (and is taken out of `sys.modules` after)."""
+    import importlib.util
+    import types
+
+    class Unavailable:
+        def __init__(self, *args, **kwargs):
+            raise RuntimeError("scikit-learn is not installed: only intercode's SQL reward is used here")
+
+    stand_in = {}
+    if importlib.util.find_spec("sklearn") is None:
+        text = types.ModuleType("sklearn.feature_extraction.text")
+        text.TfidfVectorizer = Unavailable
+        stand_in = {"sklearn": types.ModuleType("sklearn"),
+                    "sklearn.feature_extraction": types.ModuleType("sklearn.feature_extraction"),
+                    "sklearn.feature_extraction.text": text}  # fmt: skip
+    sys.modules.update(stand_in)
+    try:
+        from intercode.envs.sql.sql_env import SqlEnv
+    finally:
+        for name in stand_in:
+            sys.modules.pop(name, None)
+    return SqlEnv
+
+
 def _their_reward(agent: object, gold_rows: list[tuple]) -> float:
     """intercode-bench's own SqlEnv.get_reward, run on a real SQLite cursor that returns `gold_rows`."""
-    from intercode.envs.sql.sql_env import SqlEnv
+    SqlEnv = _intercode_sql_env()
 
     con = sqlite3.connect(":memory:")
     con.execute("CREATE TABLE g (pos INTEGER, a, b)")

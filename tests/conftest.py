@@ -129,23 +129,32 @@ def pytest_collection_modifyitems(config, items):
 
 
 def _cost_rank(item) -> int:
-    """0 the smoke series, 1 Run All, 2 other slow tests, 3 the fast ones: the order the workers take them in."""
+    """0 the smoke series, 1 Run All, 2 other slow tests (the tests that read every series among them), 3 the fast
+    ones: the order the workers take them in. A test that reads every series goes after Run All, when both workers
+    have run their series: taken earlier, it ran a series of the other worker's share, and that worker then waited
+    for it."""
+    if item.get_closest_marker("series") and "series" not in _params(item):
+        return 2
     for rank, marker in enumerate(("series", "interactive", "slow")):
         if item.get_closest_marker(marker):
             return rank
     return 3
 
 
+def _params(item) -> dict:
+    return getattr(getattr(item, "callspec", None), "params", {})
+
+
 def _group(item, file: str) -> str:
     """The xdist group of a test (see the module docstring): its file, its environment's smoke series, or its
     notebook's Run All."""
-    params = getattr(getattr(item, "callspec", None), "params", {})
+    params = _params(item)
     if "qwen3_dir" in getattr(
         item, "fixturenames", ()
     ):  # one build of Qwen3's tokenizer (about 20 s) for all of them
         return "qwen3"
     if item.get_closest_marker("series"):
-        return f"series-{params.get('series') or 'default'}"
+        return f"series-{params.get('series') or 'default'}" if "series" in params else "series-all"
     if item.get_closest_marker("interactive") and "path" in params:
         return f"run-all-{params['path'].stem}"
     return file

@@ -19,6 +19,7 @@ from helpers import evaluate as evaluation
 from helpers.agents import Agent
 from helpers.config import Config
 from helpers.envs import Task, load_tasks, settings
+from helpers.envs.base import env_class
 from helpers.policy import Sampling
 
 # name -> (method a, method b): a minus b, Pass@(K, T) in points
@@ -133,6 +134,29 @@ def pass_at_t(sw: Sweep, per_task: pd.DataFrame, k: int, n_boot: int = 1000, ci:
     )
 
 
+def solvable(sw: Sweep, per_task: pd.DataFrame) -> pd.DataFrame | None:
+    """The rows of `per_task` whose task can be solved at all within its budget at that T (the environment's
+    structural bound above 0: on FrozenLake some maps need more turns than the smallest budgets give, so every
+    policy scores 0 there and gaps shrink at small T by construction); None where the environment knows no bound
+    or T is a fraction of differing T_max."""
+    bound = getattr(env_class(sw.env), "upper_bound", None)
+    if bound is None or not sw.same_t_max:
+        return None
+    by_id = {t.task_id: t for t in sw.tasks}
+    keep = [
+        bound(by_id[task_id], int(T)) for task_id, T in zip(per_task["task_id"], per_task["T"], strict=True)
+    ]
+    if any(b is None for b in keep):
+        return None
+    return per_task[[b > 0 for b in keep]]
+
+
+def solvable_counts(sw: Sweep, per_task: pd.DataFrame) -> dict[int, int] | None:
+    """Per T, how many of the sweep's tasks are solvable at all within T (None as for `solvable`)."""
+    rows = solvable(sw, per_task)
+    return None if rows is None else {T: int(rows[rows["T"] == T]["task_id"].nunique()) for T in sw.Ts}
+
+
 def pass_at_t_table(sw: Sweep, pass_t: pd.DataFrame, k: int) -> pd.DataFrame:
     """Pass@(k, T) with T as rows, one column per method and the upper bound."""
     upper = sw.bound(k)
@@ -154,6 +178,22 @@ def gaps(
     )  # fmt: skip
 
 
+def solvable_gaps(
+    sw: Sweep, per_task: pd.DataFrame, n_boot: int = 1000, ci: float = 0.95, seed: int = 0
+) -> pd.DataFrame | None:
+    """`gaps` on the tasks solvable at all within each T only (None where `solvable` is)."""
+    rows = solvable(sw, per_task)
+    return None if rows is None else gaps(sw, rows, n_boot, ci, seed)
+
+
+def on_solvable(
+    sw: Sweep, per_task: pd.DataFrame, n_boot: int = 1000, ci: float = 0.95, seed: int = 0
+) -> tuple[dict[int, int], pd.DataFrame] | None:
+    """(the tasks solvable at all within each T, `solvable_gaps`), or None where the environment knows no bound."""
+    counts = solvable_counts(sw, per_task)
+    return None if counts is None else (counts, solvable_gaps(sw, per_task, n_boot, ci, seed))
+
+
 def heatmaps(sw: Sweep, g: pd.DataFrame, per_k: pd.DataFrame, out: store.Run, n_boot: int = 1000,
              ci: float = 0.95, seed: int = 0) -> dict[str, pd.DataFrame]:  # fmt: skip
     """RL minus base (or the sharpened base) over (K, T) in points, mean over RL seeds, for each of `HEATMAPS`:
@@ -173,11 +213,25 @@ def heatmaps(sw: Sweep, g: pd.DataFrame, per_k: pd.DataFrame, out: store.Run, n_
 
 
 def summary(cfg: Config, sw: Sweep, g: pd.DataFrame, pass_t: pd.DataFrame, gaps_t: pd.DataFrame,
-            heat: dict[str, pd.DataFrame]) -> dict:  # fmt: skip
+            heat: dict[str, pd.DataFrame], solvable_t: tuple[dict, pd.DataFrame] | None = None) -> dict:  # fmt: skip
     """Notebook 03's metrics.json: Pass@T at K = `sweep.pass_t_k` and its gaps with intervals, the gaps along K at
-    the largest and smallest T, the upper bound and the sweep's size."""
+    the largest and smallest T, the upper bound and the sweep's size; with `solvable_t` ((counts, gaps) from
+    `solvable_counts` and `solvable_gaps`), the tasks solvable at each T and the gaps on those tasks only."""
     Ts, k = sw.Ts, cfg.sweep.pass_t_k
     gap_rows = {c: gaps_t[gaps_t["comparison"] == c] for c in COMPARISONS}
+    extra = {}
+    if solvable_t is not None:
+        counts, sgaps = solvable_t
+        rows = {c: sgaps[sgaps["comparison"] == c] for c in COMPARISONS}
+        extra = {
+            "solvable_tasks": {str(T): n for T, n in counts.items()},
+            "solvable_gap_points": {
+                c: {str(r.T): r.difference for r in g_.itertuples()} for c, g_ in rows.items()
+            },
+            "solvable_gap_ci": {
+                c: {str(r.T): [r.low, r.high] for r in g_.itertuples()} for c, g_ in rows.items()
+            },
+        }
     return {
         "pass_at_t": {
             m: {str(T): v for T, v in pass_t[pass_t["method"] == m].set_index("T")["pass"].items()}
@@ -208,6 +262,7 @@ def summary(cfg: Config, sw: Sweep, g: pd.DataFrame, pass_t: pd.DataFrame, gaps_
         "n_samples": cfg.sweep.n_samples,
         "n_tasks": len(sw.tasks),
         "seeds": cfg.train.seeds,
+        **extra,
     }
 
 
@@ -240,6 +295,8 @@ def findings(m: dict) -> list[str]:
             f"- **{c}:** {fmt.joined([g[c][str(T)] for T in Ts], 1, sign=True)}; interval above 0 at T = "
             f"{', '.join(above) or 'none'}" + (f", below 0 at T = {', '.join(below)}" if below else "") + "."
         )
+    if "solvable_tasks" in m:
+        lines.append(_solvable_line(m))
     first, last = g["grpo - base"][str(Ts[0])], g["grpo - base"][str(Ts[-1])]
     lines.append(
         f"- **The paper's claim** (the RL advantage grows with T and shrinks at small T): GRPO minus base "
@@ -254,3 +311,18 @@ def findings(m: dict) -> list[str]:
         f"{fmt.signed(big['grpo-sharp'][ks[0]], 1)} and {fmt.signed(big['grpo-sharp'][ks[-1]], 1)}."
     )
     return lines
+
+
+def _solvable_line(m: dict) -> str:
+    """The gaps on the tasks solvable at all within each T, with where their intervals lie above 0."""
+    Ts, sg, sci = m["T_values"], m["solvable_gap_points"], m["solvable_gap_ci"]
+
+    def above(c: str) -> str:
+        return ", ".join(str(T) for T in Ts if fmt.side(*sci[c][str(T)]) == "above 0") or "none"
+
+    counts = fmt.joined([m["solvable_tasks"][str(T)] for T in Ts], 0)
+    gaps_ = "; ".join(f"{c} {fmt.joined([sg[c][str(T)] for T in Ts], 1, sign=True)} (interval above 0 at T = "
+                      f"{above(c)})" for c in sg)  # fmt: skip
+    return (f"- **On the tasks solvable at all within T** ({counts} of {m['n_tasks']}): {gaps_}. A task no policy "
+            "can solve within T scores 0 for every policy and pulls the gaps over all tasks towards 0 at small T; "
+            "these leave such tasks out.")  # fmt: skip

@@ -8,6 +8,7 @@
     python -m helpers.run --profile smoke -p train.lr 1e-4 -p 'overrides={"sweep": {"n_samples": 4}}'
     python -m helpers.run --profile gpu --env deepcoder  # the series on one environment: results/gpu/deepcoder/
     python -m helpers.run --profile gpu --env all        # the series on each of the four, one after another
+    python -m helpers.run --profile smoke --one-kernel   # every notebook of a series in one kernel (faster)
 
 Each notebook runs in the `python3` kernel (this interpreter) with `notebooks/` as its working directory and
 the profile passed as the `profile` parameter. `-p` takes `name=value` or, as Papermill does, `NAME VALUE`; the
@@ -26,6 +27,12 @@ cell says where it is. A series stops at its first failure and names the noteboo
 environments the next one still runs, and the exit status says whether all of them passed. Notebooks listed in
 the profile's `run.skip` are left out (not with `--only`).
 
+`--one-kernel` runs each series' notebooks in one kernel instead of one kernel each: between two notebooks the
+kernel's figures are closed, its namespace cleared (`%reset -f`), its working folder and execution count set back,
+so each notebook starts from an empty namespace as in a kernel of its own; only imported modules stay loaded. It
+saves each notebook's kernel start and imports (about 8 s on 2 cores) and gives the same results (the test suite's
+smoke series uses it; `make reproduce` does not: there each notebook's memory goes with its kernel).
+
 `--fresh` rebuilds a series from scratch: after every check passed (and none of its folders has a writer at work,
 `helpers.store.one_writer`), the series' folder (`results/<profile>`, or
 `results/<profile>/<env>` with `--env`) is moved aside to `results/.previous-<name>-<time>/`, deleted once every
@@ -43,6 +50,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import dataclasses
 import functools
 import json
@@ -261,6 +269,7 @@ class Plan:
     profile: str
     series: list[Series]
     fresh: bool = False
+    one_kernel: bool = False
 
 
 def parser() -> argparse.ArgumentParser:
@@ -276,6 +285,8 @@ def parser() -> argparse.ArgumentParser:
                                  "a comma list of them, or all (results in results/<profile>/<env>/)")  # fmt: skip
     p.add_argument("--fresh", action="store_true", help="rebuild from scratch: move the series' results aside "
                    "first (results/.previous-*), delete them when every notebook passed")  # fmt: skip
+    p.add_argument("--one-kernel", action="store_true", help="run each series' notebooks in one kernel, its "
+                   "namespace cleared between notebooks (saves each notebook's start-up; same results)")  # fmt: skip
     p.add_argument("-p", "--param", action="append", nargs="+", default=[], metavar=("NAME[=VALUE]", "VALUE"),
                    help="a notebook parameter or a config key (seed, train.lr): name=value or NAME VALUE")  # fmt: skip
     return p
@@ -302,7 +313,7 @@ def make_plan(argv: list[str] | None = None) -> Plan:
         for path in paths:
             check_parameters(path, {"profile": args.profile, **p})
         out.append(Series(cfg, paths, p))
-    return Plan(args.profile, out, args.fresh)
+    return Plan(args.profile, out, args.fresh, args.one_kernel)
 
 
 # -------------------------------------------------------------------------------------------- execution
@@ -327,6 +338,81 @@ class CellProgress:
               flush=True)  # fmt: skip
 
 
+class SharedKernel:
+    """One `python3` kernel for every notebook of a series (`--one-kernel`), started in `cwd`. `prepare()` before
+    each notebook: from the second one on it closes the figures, clears the namespace (`%reset -f`), goes back to
+    `cwd` and sets the execution count back to 1, so a notebook finds an empty namespace, as in a kernel of its own;
+    only imported modules stay loaded. A context manager: the kernel is shut down on leaving."""
+
+    # before the first notebook: keep the fresh namespace's module attributes (`__spec__`, `__loader__`, ...), which
+    # `%reset` deletes and some code reads (multiprocessing reads `__main__.__spec__`)
+    STASH = (
+        "get_ipython()._kit_fresh = {k: v for k, v in get_ipython().user_ns.items() if k.startswith('__')}\n"
+    )
+    RESET = (
+        "if 'matplotlib.pyplot' in __import__('sys').modules:\n"
+        "    __import__('sys').modules['matplotlib.pyplot'].close('all')\n"
+        "get_ipython().run_line_magic('reset', '-f')\n"
+        "get_ipython().user_ns.update(get_ipython()._kit_fresh)\n"
+        "__import__('os').chdir({cwd!r})\n"
+        "__import__('gc').collect()\n"
+        "get_ipython().execution_count = 1\n"
+    )
+
+    READY_TIMEOUT = 120  # seconds for the kernel to answer kernel_info, and to clear its namespace
+
+    def __init__(self, cwd: Path):
+        from jupyter_client.manager import AsyncKernelManager
+        from nbclient.util import run_sync
+
+        self.cwd, self.used = Path(cwd), False
+        self.km = AsyncKernelManager(kernel_name="python3", config=kernel_config())
+        run_sync(self.km.start_kernel)(cwd=str(self.cwd))
+
+    def prepare(self) -> None:
+        """Make the kernel ready for the next notebook: before the first, note its fresh namespace; before each
+        later one, clear the namespace back to that."""
+        from jupyter_client.blocking import BlockingKernelClient
+        from nbclient.util import run_sync
+
+        code = self.STASH if not self.used else self.RESET.format(cwd=str(self.cwd))
+        self.used = True
+        info = self.km.get_connection_info(session=True)
+        for key in ("curve_publickey", "curve_secretkey"):  # as KernelManager.client() passes them
+            if isinstance(info.get(key), str):
+                info[key] = info[key].encode("ascii")
+        kc = BlockingKernelClient(**info)
+        # no heartbeat channel: a client without its manager judges liveness by a heartbeat answered within 1 s,
+        # which a kernel still starting on a loaded machine can miss ("Kernel died before replying to
+        # kernel_info" from a live kernel); liveness is read from the kernel's process instead
+        kc.start_channels(hb=False)
+        try:
+            if not run_sync(self.km.is_alive)():
+                raise RunError("the shared kernel's process has exited")
+            kc.wait_for_ready(timeout=self.READY_TIMEOUT)
+            reply = kc.execute_interactive(code, timeout=self.READY_TIMEOUT, store_history=False,
+                                           allow_stdin=False, output_hook=lambda msg: None)  # fmt: skip
+        finally:
+            kc.stop_channels()
+        if reply["content"]["status"] != "ok":
+            raise RunError(
+                f"the shared kernel could not be made ready for the next notebook: {reply['content']}"
+            )
+
+    def close(self) -> None:
+        from nbclient.util import run_sync
+
+        if run_sync(self.km.is_alive)():
+            run_sync(self.km.shutdown_kernel)(now=True)
+        run_sync(self.km.cleanup_resources)()
+
+    def __enter__(self) -> SharedKernel:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 def copies(out_dir: Path, path: Path) -> tuple[Path, Path, Path]:
     """(final, while running, failed) paths of a notebook's executed copy."""
     stem = path.stem
@@ -334,9 +420,10 @@ def copies(out_dir: Path, path: Path) -> tuple[Path, Path, Path]:
 
 
 def run_notebook(path: Path, profile: str, params: dict, timeout: int, out_dir: Path, label: str | None = None,
-                 t0: float | None = None) -> Path:  # fmt: skip
+                 t0: float | None = None, kernel: SharedKernel | None = None) -> Path:  # fmt: skip
     """Execute one notebook into a temporary copy beside the executed one and rename it into place only if it
-    passed; a failed copy becomes `NN_name.failed.ipynb` and the good copy stays. Returns the executed copy."""
+    passed; a failed copy becomes `NN_name.failed.ipynb` and the good copy stays. Returns the executed copy. The
+    notebook runs in a kernel of its own, or in `kernel` (`--one-kernel`), made ready for it first."""
     import papermill
     from papermill.exceptions import PapermillExecutionError
 
@@ -344,6 +431,8 @@ def run_notebook(path: Path, profile: str, params: dict, timeout: int, out_dir: 
     out, running, failed = copies(out_dir, path)
     progress = CellProgress(label or profile, path.name, time.time() if t0 is None else t0)
     try:
+        if kernel is not None:
+            kernel.prepare()
         papermill.execute_notebook(
             str(path),
             str(running),
@@ -357,6 +446,7 @@ def run_notebook(path: Path, profile: str, params: dict, timeout: int, out_dir: 
             on_notebook_start=progress.on_notebook_start,
             on_cell_execute=progress.on_cell_execute,
             config=kernel_config(),
+            **({} if kernel is None else {"km": kernel.km}),
         )
     except BaseException as e:
         if running.exists():
@@ -447,8 +537,17 @@ def differs_from_committed(results_name: str, stems: list[str], rev: str = "HEAD
     return out
 
 
-def run_series(cfg: Config, paths: list[Path], profile: str, params: dict) -> bool:
-    """Run one series' notebooks in order, stopping at the first failure; `run.json` records what ran."""
+def run_series(cfg: Config, paths: list[Path], profile: str, params: dict, one_kernel: bool = False) -> bool:
+    """Run one series' notebooks in order, stopping at the first failure; `run.json` records what ran. With
+    `one_kernel` they share one kernel (`SharedKernel`), shut down when the series ends."""
+    with contextlib.ExitStack() as stack:
+        kernel = stack.enter_context(SharedKernel(NOTEBOOK_DIR)) if one_kernel and paths else None
+        return _run_series(cfg, paths, profile, params, kernel)
+
+
+def _run_series(
+    cfg: Config, paths: list[Path], profile: str, params: dict, kernel: SharedKernel | None
+) -> bool:
     label = cfg.results_name
     out_dir = profile_dir(label) / "executed"
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -462,7 +561,7 @@ def run_series(cfg: Config, paths: list[Path], profile: str, params: dict) -> bo
         print(f"[{label}] {path.name} ...", flush=True)
         final, _, failed = copies(out_dir, path)
         try:
-            out = run_notebook(path, profile, params, cfg.run.cell_timeout, out_dir, label, t0)
+            out = run_notebook(path, profile, params, cfg.run.cell_timeout, out_dir, label, t0, kernel)
         except RunError as e:
             log.append({"notebook": path.name, "seconds": round(time.time() - t0, 1), "ok": False, "error": str(e),
                         "failed_copy": failed.name if failed.exists() else None,
@@ -495,7 +594,7 @@ def execute(plan: Plan) -> list[str]:
             print(f"[{name}] --fresh: the previous results are set aside in {previous}", flush=True)
         ok = False
         try:
-            ok = run_series(s.cfg, s.paths, plan.profile, s.params)
+            ok = run_series(s.cfg, s.paths, plan.profile, s.params, plan.one_kernel)
         finally:
             if previous is not None and ok:
                 shutil.rmtree(previous)

@@ -51,6 +51,7 @@ SLOW_TESTS = {
     "test_the_benchmark_imports_the_kit_from_its_own_folder", "test_a_qwen3_base_is_built_and_played_in_bfloat16",
     "test_the_qwen3_step_runs_end_to_end_on_a_tiny_qwen3",
     "test_base_model_is_cached_by_recipe",  # builds a base (9 s)
+    "test_one_kernel_gives_each_notebook_what_a_fresh_kernel_gives_and_stops_at_a_failure",  # three kernels (6 s)
     "test_assert_tests_that_fail_after_their_check_equal_one_process_per_test",  # a sandbox per test (12 s)
     "test_nothing_the_program_writes_is_taken_as_a_verdict[the runner replaced in __main__]",  # stall guards (21 s)
 }  # fmt: skip

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import select
 import shutil
 import signal
 import subprocess
@@ -43,13 +44,95 @@ evaluate.evaluate_grid({"base": base_model.path_of(cfg)}, "frozenlake", tasks, [
 """
 
 
+# A process that has imported the kit once and forks one child per run (`run`): the child is the run's process,
+# dies by the same SIGKILL and exits as `python -c CODE` would (atexit handlers, then its exit status), but does not
+# import torch, transformers and the kit again (about 8 s a run on 2 cores; the file has about 18 runs). The parent
+# never runs torch, so a fork starts from an interpreter whose only history is its imports.
+ZYGOTE = """
+import atexit, json, os, sys, traceback
+import helpers.base_model, helpers.evaluate, helpers.train  # noqa: F401
+for line in sys.stdin:
+    req = json.loads(line)
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.environ.clear()
+            os.environ.update(req["env"])
+            os.chdir(req["cwd"])
+            fd = os.open(req["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            os.dup2(fd, 1)
+            os.dup2(fd, 2)
+            sys.argv = ["-c", *req["args"]]
+            exec(compile(req["code"], "<string>", "exec"), {"__name__": "__main__"})
+            code = 0
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            try:
+                atexit._run_exitfuncs()
+                sys.stdout.flush()
+                sys.stderr.flush()
+            finally:
+                os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    print(os.waitstatus_to_exitcode(status), flush=True)
+"""
+
+
+class Zygote:
+    """The forking parent of `run` (see ZYGOTE), started on first use, one per test module."""
+
+    def __init__(self):
+        env = {**os.environ, "OMP_NUM_THREADS": "1"}
+        env.pop("KIT_CRASH_AT", None)
+        self.proc = subprocess.Popen([sys.executable, "-c", ZYGOTE], env=env, cwd=config.REPO_ROOT,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                     start_new_session=True)  # fmt: skip
+
+    def run(self, code: str, args: list[str], env: dict, log: Path, timeout: float = 1500) -> int:
+        req = {"code": code, "args": args, "env": env, "cwd": str(config.REPO_ROOT), "log": str(log)}
+        self.proc.stdin.write(json.dumps(req) + "\n")
+        self.proc.stdin.flush()
+        if not select.select([self.proc.stdout], [], [], timeout)[0]:
+            os.killpg(self.proc.pid, signal.SIGKILL)  # the parent and its child: one session of their own
+            raise subprocess.TimeoutExpired(req["args"], timeout)
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the forking parent exited ({self.proc.wait()}); the run's output: {log}")
+        return int(line)
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        self.proc.wait(timeout=60)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _zygote():
+    global _ZYGOTE
+    yield
+    if _ZYGOTE is not None:
+        _ZYGOTE.close()
+        _ZYGOTE = None
+
+
+_ZYGOTE: Zygote | None = None
+
+
 def run(code: str, results: Path, crash: str | None = None, *args: str) -> int:
+    """Run `code` as `python -c code OVERRIDES *args` writing to `results` (killing itself at `crash`), in a child
+    of the forking parent; returns its exit status as subprocess gives it (-9 for SIGKILL)."""
+    global _ZYGOTE
     env = {**os.environ, "KIT_RESULTS": str(results), "OMP_NUM_THREADS": "1"}
     env.pop("KIT_CRASH_AT", None)
     if crash:
         env["KIT_CRASH_AT"] = crash
-    return subprocess.run([sys.executable, "-c", code, json.dumps(OVERRIDES), *args], env=env, cwd=config.REPO_ROOT,
-                          capture_output=True, timeout=1500).returncode  # fmt: skip
+    if _ZYGOTE is None:
+        _ZYGOTE = Zygote()
+    log = results.parent / f"{results.name}-{len(list(results.parent.glob(results.name + '-*.log')))}.log"
+    return _ZYGOTE.run(code, [json.dumps(OVERRIDES), *args], env, log)
 
 
 @pytest.fixture(scope="module")

@@ -6,8 +6,10 @@ own, so it is not run again here (tests/test_series.py checks the runner's `--en
 Each series runs once per session, on first use (`smoke_series`), so `-k bfcl` runs only BFCL's series.
 
 New notebooks are covered the moment they exist. The notebooks run in order (later ones read earlier ones'
-results), through the same runner as `make reproduce`. With the tiny model the numbers mean nothing; every code
-path runs for real, the sandbox, bfcl-eval's backends and SQLite included.
+results), through the same runner as `make reproduce`, in one kernel per series (`--one-kernel`: each notebook
+starts from an empty namespace, without the start-up and imports of a kernel of its own; the results are the
+same). With the tiny model the numbers mean nothing; every code path runs for real, the sandbox, bfcl-eval's
+backends and SQLite included.
 """
 
 from __future__ import annotations
@@ -42,7 +44,8 @@ def smoke_series(shared_tmp):
         with store.one_writer(done.with_suffix(".running"), wait=True):
             if not done.exists():
                 with store.results_at(root):
-                    code = run.main(["--profile", "smoke", *([] if series is None else ["--env", series])])
+                    code = run.main(["--profile", "smoke", "--one-kernel",
+                                     *([] if series is None else ["--env", series])])  # fmt: skip
                 store.write_atomic(done, json.dumps({"exit_code": code}))
         return root, json.loads(done.read_text())["exit_code"]
 

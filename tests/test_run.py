@@ -12,6 +12,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from jupyter_client.channels import HBChannel
 
 from helpers import config, run, store
 from helpers.envs.sql import spider_sqlite
@@ -198,6 +199,55 @@ def test_a_failed_run_keeps_the_last_good_copy_and_a_later_pass_removes_the_fail
 
     assert run.main(["--profile", "smoke"]) == 0
     assert not failed.exists() and (executed / "00_tiny.ipynb").exists()
+
+
+# what a notebook finds when it starts: its names, working folder, open figures, __main__.__spec__, execution count
+STARTS = ("import os, sys, matplotlib.pyplot as plt\n"
+          "print('start', sorted(k for k in globals() if not k.startswith('_') and k not in ('os', 'sys', 'plt')),"
+          " os.getcwd(), plt.get_fignums(), hasattr(sys.modules['__main__'], '__spec__'),"
+          " get_ipython().execution_count)\n"
+          "print('pid', os.getpid())\n")  # fmt: skip
+
+
+def _said(path: Path, word: str) -> str:
+    return next(line for line in "".join(_cells(path)).splitlines() if line.startswith(word + " "))
+
+
+def test_one_kernel_gives_each_notebook_what_a_fresh_kernel_gives_and_stops_at_a_failure(tmp_path, monkeypatch,
+                                                                                          capsys):  # fmt: skip
+    """`--one-kernel`: the second notebook runs in the first one's process, and finds what the first found in a
+    fresh kernel (no names left behind, figures closed, the working folder, execution count and `__spec__` back);
+    a failure still ends the series and keeps the failed copy; the next run starts a kernel of its own.
+
+    After its first heartbeat every heartbeat counts as missed, as on a loaded machine where a busy kernel answers
+    later than the heartbeat's 1 s: the runner reads liveness from the kernel's process, so a live kernel is never
+    taken for a dead one (with heartbeats this test failed so, "Kernel didn't respond to heartbeats"; and once in
+    three make test runs, unpatched, "Kernel died before replying to kernel_info")."""
+    beats = iter([True])
+    monkeypatch.setattr(HBChannel, "is_beating", lambda self: next(beats, False))
+    nbs = tmp_path / "notebooks"
+    nbs.mkdir()
+    _notebook(nbs, "00_first.ipynb", STARTS + "left_behind = 1\nplt.figure()\nos.chdir('/')")
+    _notebook(nbs, "01_second.ipynb", STARTS + "if overrides.get('seed') == 1:\n    raise ValueError('boom')")
+    _notebook(nbs, "02_third.ipynb", "print('third ran')")
+    monkeypatch.setattr(run, "NOTEBOOK_DIR", nbs)
+    monkeypatch.setenv("KIT_RESULTS", str(tmp_path / "results"))
+    monkeypatch.delenv("KIT_BATCH", raising=False)
+    executed = tmp_path / "results" / "smoke" / "executed"
+
+    assert run.main(["--profile", "smoke", "--one-kernel"]) == 0
+    first, second = executed / "00_first.ipynb", executed / "01_second.ipynb"
+    assert _said(first, "start") == _said(second, "start")
+    assert f" {nbs} [] True " in _said(second, "start")
+    assert _said(first, "pid") == _said(second, "pid")  # one kernel for the series
+    pid = _said(first, "pid")
+
+    assert run.main(["--profile", "smoke", "--one-kernel", "-p", "seed=1"]) == 1
+    assert "01_second.ipynb failed in cell" in capsys.readouterr().err
+    failed = executed / "01_second.failed.ipynb"
+    assert _said(executed / "00_first.ipynb", "pid") == _said(failed, "pid") != pid
+    log = json.loads((executed / "run.json").read_text())
+    assert [r["ok"] for r in log["notebooks"]] == [True, False]  # 02 did not run after the failure
 
 
 def test_fresh_moves_the_series_aside_and_deletes_it_only_when_every_notebook_passed(tiny, capsys):

@@ -283,14 +283,16 @@ def crossed_bootstrap(
         raise ValueError(f"arrays must share their tasks (columns), got {sorted(n_tasks)}")
     (T,) = n_tasks
     # The draws, in the order a loop over draws makes them (tasks, then each array's seeds), so the interval is
-    # the same to the last bit as one drawn and averaged draw by draw; the means are then taken in blocks of draws.
+    # the same to the last bit as one drawn and averaged draw by draw: one call with an upper bound per drawn index
+    # (T for a task, n_seeds for a seed) consumes the generator's stream as that loop's calls do, one 32-bit word
+    # per index below 2^32 and none for a bound of 1 (tested against the loop); the means are then taken in blocks.
     rng = np.random.default_rng(seed)
-    tasks = np.empty((n_boot, T), dtype=np.intp)
-    seeds = {k: np.empty((n_boot, a.shape[0]), dtype=np.intp) for k, a in arrs.items()}
-    for i in range(n_boot):
-        tasks[i] = rng.integers(0, T, size=T)
-        for k, a in arrs.items():
-            seeds[k][i] = rng.integers(0, a.shape[0], size=a.shape[0])
+    sizes = [T, *(a.shape[0] for a in arrs.values())]
+    highs = np.concatenate([np.full(n, n) for n in sizes])
+    draws = rng.integers(0, np.tile(highs, n_boot)).reshape(n_boot, len(highs)).astype(np.intp)
+    cuts = np.cumsum(sizes)
+    tasks, *per_array = np.split(draws, cuts[:-1], axis=1)
+    seeds = dict(zip(arrs, per_array, strict=True))
     means = {k: _resampled_means(a, seeds[k], tasks) for k, a in arrs.items()}
     stats = np.array([combine({k: float(m[i]) for k, m in means.items()}) for i in range(n_boot)])
     point = combine({k: float(np.nanmean(a)) for k, a in arrs.items()})

@@ -47,7 +47,7 @@ SERIES_FIXTURES = {"smoke_series"}
 # parametrized test by its full name
 SLOW_TESTS = {
     "test_every_humaneval_canonical_solution_passes", "test_verdicts_do_not_move_with_load",
-    "test_preflight_installs_from_a_wheelhouse_into_a_private_folder",
+    "test_preflight_installs_transformers_and_accelerate_from_a_wheelhouse",  # a venv and a pip install (47 s)
     "test_the_benchmark_imports_the_kit_from_its_own_folder", "test_a_qwen3_base_is_built_and_played_in_bfloat16",
     "test_the_qwen3_step_runs_end_to_end_on_a_tiny_qwen3",
     "test_base_model_is_cached_by_recipe",  # builds a base (9 s)

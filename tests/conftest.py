@@ -129,6 +129,30 @@ def pytest_collection_modifyitems(config, items):
     items[:] = sorted(items, key=_cost_rank)
 
 
+_GROUPS_LOST: list[str] = []  # a message when pytest-xdist could not group this worker's tests
+
+
+def pytest_collection_finish(session):
+    """In a pytest-xdist worker under `--dist loadgroup`: every grouped test's id must carry its group (xdist adds
+    `@group` to it, and schedules by that suffix). pytest 9.2 keeps node ids where pytest-xdist 3.8 cannot add it,
+    and the groups were silently ignored: a series' tests ran in both workers, one waiting on the other's lock, and
+    module fixtures were built twice. Every test then fails at set-up, saying so (`pytest_runtest_setup`)."""
+    if not os.environ.get("PYTEST_XDIST_WORKER") or not session.config.getvalue("loadgroup"):
+        return
+    lost = [item.nodeid for item in session.items
+            if item.get_closest_marker("xdist_group") and "@" not in item.nodeid.rpartition("]")[2]]  # fmt: skip
+    if lost:
+        _GROUPS_LOST.append(
+            f"pytest-xdist's --dist loadgroup did not group {len(lost)} tests (e.g. {lost[0]}): pytest "
+            f"{pytest.__version__} with this pytest-xdist ignores xdist_group; install the pins of requirements.txt"
+        )
+
+
+def pytest_runtest_setup(item):
+    if _GROUPS_LOST:
+        pytest.fail(_GROUPS_LOST[0], pytrace=False)
+
+
 def _cost_rank(item) -> int:
     """0 the smoke series, 1 Run All, 2 other slow tests (the tests that read every series among them), 3 the fast
     ones: the order the workers take them in. A test that reads every series goes after Run All, when both workers

@@ -316,9 +316,8 @@ def test_preflight_installs_transformers_and_accelerate_from_a_wheelhouse(tmp_pa
     )
     lacks = sorted(n for n in beyond_torch if pins.get(n) in (None, metadata.version(n)))
     assert {"transformers", "accelerate", "tokenizers", "safetensors", "huggingface-hub"} <= set(lacks)
-    lacks = sorted(
-        {*lacks, "gymnasium", "pytest"}
-    )  # pure-Python, so their wheels can be rebuilt from the files
+    # and two pure-Python ones, whose wheels can be rebuilt from the installed files
+    lacks = sorted({*lacks, "gymnasium", "pytest"})
     box, out, site = install_from_rebuilt_wheels(tmp_path, lacks)
     assert out.returncode == 0, out.stdout + out.stderr
     assert f"installing {len(lacks)} distributions into {site}" in out.stdout

@@ -66,7 +66,7 @@ def test_the_verdict_needs_moved_weights_and_finite_numbers():
 
 def test_the_qwen3_step_runs_end_to_end_on_a_tiny_qwen3(qwen3_dir, tmp_path, monkeypatch):
     """A random Qwen3 of width 32 with Qwen3's real tokenizer and 151,936-row embedding, named by GPU_CHECK_QWEN3:
-    one rollout batch (2 tasks x 2 samples) and one update in bfloat16 compute on CPU; the report has every phase."""
+    one rollout batch (1 task x 2 samples: a group) and one update in bfloat16 compute on CPU; the report has every phase."""
     folder = tmp_path / "tiny-qwen3"
     shutil.copytree(qwen3_dir, folder)
     tok = q.load(folder)
@@ -76,11 +76,23 @@ def test_the_qwen3_step_runs_end_to_end_on_a_tiny_qwen3(qwen3_dir, tmp_path, mon
     monkeypatch.setenv(steps.QWEN3_ENV, str(folder))
     report = tmp_path / "qwen3_4b.json"
     code = steps.main(
-        ["qwen3", "--device", "cpu", "--max-new-tokens", "8", "--lr", "1e-3", "--json", str(report)]
+        [
+            "qwen3",
+            "--device",
+            "cpu",
+            "--tasks",
+            "1",
+            "--max-new-tokens",
+            "8",
+            "--lr",
+            "1e-3",
+            "--json",
+            str(report),
+        ]
     )
     result = json.loads(report.read_text())
     assert code == steps.EXIT_PASS and result["outcome"] == "pass", result
-    assert result["model"] == str(folder) and result["trajectories"] == 4 and result["generated_tokens"] > 0
+    assert result["model"] == str(folder) and result["trajectories"] == 2 and result["generated_tokens"] > 0
     assert set(result["phases"]) == {"load", "rollout", "update"}
     assert all(p["seconds"] >= 0 and p["peak_allocated_gib"] is None for p in result["phases"].values())
     assert result["peak_gib"] is None and result["unchanged_watched_tensors"] == []

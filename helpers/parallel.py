@@ -23,16 +23,32 @@ from helpers.rl_runs import build_probe_pool, is_complete, probe_pool_path, read
 TrainFn = Callable[[Config, str, int], Path]
 
 
-def _run_in_worker(train: TrainFn, cfg: Config, mode: str, seed: int, threads: int) -> str:
-    os.environ["KIT_WORKER"] = "1"
+def _run_in_worker(
+    train: TrainFn, cfg: Config, mode: str, seed: int, threads: int, env: dict, cwd: str
+) -> str:
+    # a forkserver's child inherits the server's environment and folder, from when it started: take the caller's
+    os.environ.clear()
+    os.environ.update(env, KIT_WORKER="1")
+    os.chdir(cwd)
     torch.set_num_threads(threads)
     return str(train(cfg, mode, seed))
+
+
+def _context(train: TrainFn) -> mp.context.BaseContext:
+    """Workers are forked from a server process that imported `train`'s module once (the first call starts it; it
+    lives as long as this process), not spawned afresh: a spawned worker spent about 15 s of a core importing torch
+    and the kit before its first step. Where there is no forkserver (Windows), spawn."""
+    if "forkserver" not in mp.get_all_start_methods():
+        return mp.get_context("spawn")
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload([train.__module__])  # no effect once the server runs (it has it already)
+    return ctx
 
 
 def train_many(runs: list[tuple[Config, str, int]], train: TrainFn, workers: int | None = None) -> list[Path]:
     """Run `train(cfg, mode, seed)` for every (profile, mode, RL seed) of `runs`, `workers` at a time in separate
     processes (default: the first profile's `train.parallel_runs`); returns the final model paths in the order of
-    `runs`. `train` must be picklable (a module-level function: the workers are spawned).
+    `runs`. `train` must be picklable (a module-level function: it is sent to the workers).
 
     Finished runs are reused; each run resumes on its own.
     """
@@ -48,8 +64,9 @@ def train_many(runs: list[tuple[Config, str, int]], train: TrainFn, workers: int
         build_probe_pool(cfg)  # here, once: parallel workers would race to write the same file
     threads = max(1, (os.cpu_count() or 1) // workers)
     bars = [bar(total=c.train.steps, desc=f"RL {run_label(c, m)} seed {s}", leave=False) for c, m, s in todo]
-    with cf.ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as pool:
-        pending = {pool.submit(_run_in_worker, train, c, m, s, threads) for c, m, s in todo}
+    env, cwd = dict(os.environ), os.getcwd()
+    with cf.ProcessPoolExecutor(workers, mp_context=_context(train)) as pool:
+        pending = {pool.submit(_run_in_worker, train, c, m, s, threads, env, cwd) for c, m, s in todo}
         while pending:
             done, pending = cf.wait(pending, timeout=2.0)
             for r, b in zip(todo, bars, strict=True):

@@ -356,6 +356,7 @@ class SharedKernel:
         "get_ipython().user_ns.update(get_ipython()._kit_fresh)\n"
         "__import__('os').chdir({cwd!r})\n"
         "__import__('gc').collect()\n"
+        "__import__('gc').freeze()\n"
         "get_ipython().execution_count = 1\n"
     )
 

@@ -431,6 +431,7 @@ def test_wake_up_empties_torch_cache_before_vllm_takes_memory_back(monkeypatch):
     calls: list = []
     monkeypatch.setattr(policy.gc, "collect", lambda: calls.append("gc"))
     monkeypatch.setattr(torch.cuda, "empty_cache", lambda: calls.append("empty_cache"))
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)  # a process whose engine uses the GPU
     tok = types.SimpleNamespace(eos_token_id=2)
     model = torch.nn.Linear(2, 2)
     for level in (1, 2):
@@ -460,6 +461,7 @@ def test_close_shuts_the_engine_down_and_gives_the_memory_back(monkeypatch):
     calls: list = []
     monkeypatch.setattr(policy.gc, "collect", lambda: calls.append("gc"))
     monkeypatch.setattr(torch.cuda, "empty_cache", lambda: calls.append("empty_cache"))
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)  # a process whose engine uses the GPU
     monkeypatch.setattr(policy_vllm, "destroy_vllm_distributed", lambda: calls.append("destroy_distributed"))
     tok = types.SimpleNamespace(eos_token_id=2)
     with VLLMPolicy(_FakeLLM(calls), tok, name="m") as p:
@@ -472,6 +474,19 @@ def test_close_shuts_the_engine_down_and_gives_the_memory_back(monkeypatch):
     calls.clear()
     VLLMPolicy(_FakeLLM(calls), tok, owns_llm=False).close()
     assert calls == ["gc", "empty_cache"]
+
+
+def test_without_cuda_closing_a_policy_runs_no_full_collection(monkeypatch):
+    """On CPU a closed policy's tensors go with their last reference: no gc.collect (about a second in a kernel
+    holding torch and pandas, once per closed policy), and torch's cache is left alone."""
+    from helpers import policy
+
+    calls: list = []
+    monkeypatch.setattr(policy.gc, "collect", lambda: calls.append("gc"))
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: calls.append("empty_cache"))
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
+    policy.release_torch_cache()
+    assert calls == []
 
 
 def test_sync_weights_resets_the_prefix_cache_after_loading_and_fails_if_refused():

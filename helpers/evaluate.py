@@ -11,6 +11,8 @@ whose cells are all in the records is never loaded.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Callable, Hashable
 
 import numpy as np
@@ -20,7 +22,7 @@ from helpers import store
 from helpers.agents import AgentLike, agent_id, opened
 from helpers.envs.base import Task
 from helpers.metrics import bootstrap_ci, method_difference, method_summary, paired_bootstrap_diff
-from helpers.policy import Sampling
+from helpers.policy import Policy, Sampling
 from helpers.progress import bar
 from helpers.rollout import Trajectory, rollout
 
@@ -201,9 +203,6 @@ def recorded_trajectories(
     and temperature, tasks, budgets, samples, sampling, seed), so a changed model or setting records anew; a file
     cut short by a kill is recorded again. An `Agent` is loaded only to record (and closed after).
     """
-    import hashlib
-    import json
-
     budgets = [t.t_max for t in tasks] if budget is None else budget
     if not isinstance(budgets, int) and len(set(budgets)) == 1:
         budgets = int(budgets[0])  # one budget for all: the recipe (and file name) of a single int
@@ -230,9 +229,6 @@ def recorded_per_state(
     seeds its stream: `probing.policy_seed`), the states and `recipe` (the caller's settings: G, sampling, seed).
     Run All on committed results reads them instead of sampling again; floats come back exactly (JSON keeps every
     double)."""
-    import hashlib
-    import json
-
     own = getattr(agent, "name", None)
     key = json.dumps([agent_id(agent), own, [s.to_dict() for s in states], recipe], default=repr)
     digest = hashlib.sha256(key.encode()).hexdigest()[:12]
@@ -244,3 +240,56 @@ def recorded_per_state(
     store.write_atomic(path, json.dumps({"agent": agent_id(agent), "name": own, "n_states": len(states),
                                          "values": values.tolist()}))  # fmt: skip
     return values
+
+
+class RecordedScores:
+    """An agent's teacher-forced log-probs (`Policy.score`), computed once and then read back from the store, as
+    `recorded_per_state` does for probe numbers: each call's log-probs go to `probes/<name>-<hash>.npz`, the hash over
+    the agent (`agent_id`) and every token id scored. So Run All on committed results scores nothing, and scoring the
+    same trajectories again (notebook 06's base on the base's trajectories, once per RL seed) reads them back.
+
+    `get()` gives the agent's policy (`helpers.agents.opened_on_demand`: loaded on its first call); it is called only
+    for a score that is not recorded yet, or for anything else asked of this object (its tokenizer, say). Log-probs
+    are stored in float32 when that keeps every value exactly (a float32 model's are), else in float64: they come
+    back bit for bit."""
+
+    def __init__(self, profile: str, name: str, agent: AgentLike, get: Callable[[], Policy]):
+        self.profile, self.name, self.agent, self._get = profile, name, agent, get
+
+    def path(self, prompts: list[list[int]], continuations: list[list[int]]):
+        """Where the log-probs of this call are recorded."""
+        key = json.dumps([agent_id(self.agent), prompts, continuations])
+        digest = hashlib.sha256(key.encode()).hexdigest()[:12]
+        return store.profile_dir(self.profile) / "probes" / f"{self.name}-{digest}.npz"
+
+    def score(
+        self, prompt_token_ids: list[list[int]], continuation_token_ids: list[list[int]]
+    ) -> list[list[float]]:
+        """The policy's `score`, recorded."""
+        path = self.path(prompt_token_ids, continuation_token_ids)
+        if path.exists():
+            with np.load(path) as f:
+                values, lengths = f["values"].astype(float), f["lengths"]
+            starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+            return [values[b : b + n].tolist() for b, n in zip(starts, lengths, strict=True)]
+        scores = self._get().score(prompt_token_ids, continuation_token_ids)
+        flat = np.asarray([x for s in scores for x in s], dtype=float)
+        narrow = flat.astype(np.float32)
+        values = narrow if np.array_equal(narrow.astype(float), flat) else flat
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.stem}.tmp.npz")
+        with store.cleaned_up(tmp, path):
+            np.savez_compressed(
+                tmp, values=values, lengths=np.asarray([len(s) for s in scores], dtype=np.int64)
+            )
+        tmp.replace(path)
+        return scores
+
+    def generate(self, *args, **kwargs):
+        """The policy's `generate` (a recorded scorer is still a policy: `opened` passes it through)."""
+        return self._get().generate(*args, **kwargs)
+
+    def __getattr__(self, attr: str):
+        if attr.startswith("__") or attr in ("profile", "name", "agent", "_get"):
+            raise AttributeError(attr)
+        return getattr(self._get(), attr)

@@ -5,18 +5,22 @@ same two numbers for transcripts recorded elsewhere when the profile names a fil
 
 The measurements themselves (`action_nll`, `cumulative_llr`, transcripts) are `helpers.likelihood`'s; this module
 chooses the trajectories, summarises over RL seeds with a seeds-then-trajectories interval
-(`metrics.nested_bootstrap`), gives the notebook's metrics.json (`summary`) and reads it back (`findings`).
+(`metrics.nested_bootstrap`), gives the notebook's metrics.json (`summary`) and reads it back (`findings`). Every
+log-prob of the recorded trajectories is recorded too (`scorer`): Run All on committed results loads no model, and
+the base scores each set of trajectories once, not once per RL seed. Transcripts from a file are scored live.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
 from helpers import controls, evaluate, fmt, likelihood, metrics, paper, store
-from helpers.agents import AgentLike, opened
+from helpers.agents import AgentLike, opened, opened_on_demand
 from helpers.config import Config
 from helpers.envs import load_tasks, settings
 from helpers.policy import Sampling
@@ -27,10 +31,11 @@ ROLES = ("rl", "base", "sharp")
 
 @dataclass
 class Recorded:
-    """The trajectories notebook 06 scores: the test tasks, the agents (base, sharp, every GRPO seed; not loaded:
-    each scoring opens what it needs, the base and at most one RL seed at a time), the GRPO seeds' names and each
-    agent's recorded trajectories."""
+    """The trajectories notebook 06 scores: the results they belong to (`profile`), the test tasks, the agents
+    (base, sharp, every GRPO seed; not loaded: each scoring opens what it needs, the base and at most one RL seed at
+    a time), the GRPO seeds' names and each agent's recorded trajectories."""
 
+    profile: str
     tasks: list
     agents: dict[str, AgentLike]
     rl_names: list[str]
@@ -55,13 +60,21 @@ def record(cfg: Config) -> Recorded:
                                                   tasks, None, n_per_task, sampling, seed=cfg.seed + 6000,
                                                   step_quality=False)
              for name in agents}  # fmt: skip
-    return Recorded(tasks, agents, controls.seeds_of(agents, "grpo"), trajs)
+    return Recorded(cfg.results_name, tasks, agents, controls.seeds_of(agents, "grpo"), trajs)
+
+
+@contextmanager
+def scorer(rec: Recorded, name: str) -> Iterator[evaluate.RecordedScores]:
+    """Agent `name`'s log-probs, recorded (`evaluate.RecordedScores`): its model is loaded only for trajectories it
+    has not scored yet, and closed on leaving the block."""
+    with opened_on_demand(rec.agents[name], name) as get:
+        yield evaluate.RecordedScores(rec.profile, f"scores-{name}", rec.agents[name], get)
 
 
 def action_nll(rec: Recorded) -> pd.DataFrame:
     """Per action of the base's, the sharpened base's and every GRPO seed's trajectories: its per-token NLL under
     the base policy (`likelihood.action_nll`); column `actions_of` names the agent."""
-    with opened(rec.agents["base"]) as base:
+    with scorer(rec, "base") as base:
         return pd.concat([likelihood.action_nll(base, rec.trajs[name]).assign(actions_of=name)
                           for name in ["base", "sharp", *rec.rl_names]])  # fmt: skip
 
@@ -90,9 +103,9 @@ def cumulative(rec: Recorded) -> pd.DataFrame:
     """The cumulative LLR of every GRPO seed against the base (`likelihood.cumulative_llr`) on that seed's, the
     base's and the sharpened base's trajectories; columns `trajectories_of` (rl, base, sharp) and `rl_seed`."""
     rows = []
-    with opened(rec.agents["base"]) as base:
+    with scorer(rec, "base") as base:
         for name in rec.rl_names:
-            with opened(rec.agents[name]) as rl:  # one RL seed at a time, beside the base
+            with scorer(rec, name) as rl:  # one RL seed at a time, beside the base
                 rows += [likelihood.cumulative_llr(rl, base, rec.trajs[src]).assign(trajectories_of=role, rl_seed=name)
                          for role, src in (("rl", name), ("base", "base"), ("sharp", "sharp"))]  # fmt: skip
     return pd.concat(rows, ignore_index=True)

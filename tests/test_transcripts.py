@@ -163,3 +163,40 @@ def test_the_transcripts_knob_is_checked():
     assert config.load("smoke", probing__transcripts="examples").probing.transcripts == "examples"
     with pytest.raises(config.ConfigError, match=r"probing\.transcripts"):
         config.load("smoke", probing__transcripts="runs.txt")
+
+
+def test_recorded_scores_compute_once_and_read_back_bit_for_bit(policies, tmp_path, monkeypatch):
+    """notebook 06's log-probs (evaluate.RecordedScores): the first call scores with the policy and records, the
+    same call again reads the record without loading anything and gives the same floats; other token ids, or
+    another agent, score anew; log-probs that float32 cannot hold exactly are kept in float64."""
+    from helpers import evaluate
+
+    monkeypatch.setenv("KIT_RESULTS", str(tmp_path))
+    base, rl = policies
+    loads: list[str] = []
+
+    def getter(policy):
+        return lambda: loads.append(policy.name) or policy
+
+    prompts, conts = [[1, 2, 3], [4, 5]], [[6, 7, 8, 9], [10]]
+    rec = evaluate.RecordedScores("smoke", "scores-base", base, getter(base))
+    first = rec.score(prompts, conts)
+    assert first == base.score(prompts, conts) and loads == ["base"]
+    again = evaluate.RecordedScores("smoke", "scores-base", base, getter(base)).score(prompts, conts)
+    assert again == first and loads == ["base"]  # read back: no policy asked for
+    rec.score(prompts, [[6, 7, 8, 9], [11]])  # one token id changed: scored anew
+    evaluate.RecordedScores("smoke", "scores-base", "another/model", getter(rl)).score(
+        prompts, conts
+    )  # another id
+    assert loads == ["base", "base", "rl"]
+
+    class Wide:  # log-probs with more digits than float32 keeps
+        name = "wide"
+
+        def score(self, p, c):
+            return [[1 / 3 + i for i in range(len(x))] for x in c]
+
+    wide = evaluate.RecordedScores("smoke", "scores-wide", "wide-agent", Wide)
+    assert wide.score(prompts, conts) == Wide().score(prompts, conts)
+    back = evaluate.RecordedScores("smoke", "scores-wide", "wide-agent", None).score(prompts, conts)
+    assert back == Wide().score(prompts, conts)  # float64 kept: 1/3 is not a float32

@@ -14,7 +14,6 @@ stale (a recipe changed since they were made), a notebook trains and this test s
 from __future__ import annotations
 
 import json
-import math
 import shutil
 
 import pytest
@@ -54,20 +53,14 @@ def test_run_all_uses_the_committed_artefacts(path, clone_results, monkeypatch):
     )
     assert nbtools.output_problems(nb) == [], f"{path.name}: {nbtools.output_problems(nb)}"
     assert manifest.stat().st_mtime_ns != written, f"{path.name} did not write its results into the copy"
-    # Every number is recomputed from the committed records and models: it must be the committed number (an
-    # analysis change that moves a result shows here, leaf by leaf, without a new run). Scores that torch
-    # recomputes (06's likelihoods) agree to float rounding only (about 2e-7 relative, measured on a CPU other than
-    # the committed run's, with one torch thread against its two), so floats within 1e-6 relative agree.
+    # Every number is recomputed from the committed records (trajectories, probe numbers, 06's log-probs) and must
+    # be the committed number exactly (an analysis change that moves a result shows here, leaf by leaf, without a
+    # new run). Nothing is scored by torch here: before 06's log-probs were recorded, its likelihoods agreed to float
+    # rounding only (about 2e-7 relative, with one torch thread against the committed run's two).
     name = f"{path.stem}/metrics.json"
     diffs, _ = verify.compare({name: json.loads((clone_results / "cpu" / name).read_text())},
                               {name: json.loads((COMMITTED / name).read_text())})  # fmt: skip
-    moved = [d for d in diffs if not _rounding(d.run, d.reference)]
-    assert not moved, f"{path.name}: {len(moved)} numbers differ from the committed run, e.g. {moved[:3]}"
-
-
-def _rounding(a, b) -> bool:
-    """Two floats that differ by float rounding only (relative 1e-6)."""
-    return isinstance(a, float) and isinstance(b, float) and math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-12)
+    assert not diffs, f"{path.name}: {len(diffs)} numbers differ from the committed run, e.g. {diffs[:3]}"
 
 
 def _notebook(*outputs):

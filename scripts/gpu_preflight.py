@@ -185,9 +185,11 @@ def plan_install(
 
 
 def install(reqs: list[str], site: Path, wheelhouse: Path | None) -> str:
-    """Install `reqs` (exact pins) without dependencies into `site`; returns pip's error, or ''."""
+    """Install `reqs` (exact pins) without dependencies into `site`; returns pip's error, or ''. No byte-compiling
+    (`--no-compile`): Python compiles what the steps import when they first import it, and the thousands of modules of
+    transformers that no step imports are left alone (the wheelhouse test: 53 -> 45 s)."""
     site.mkdir(parents=True, exist_ok=True)
-    out = pip("install", "--quiet", "--no-deps", "--upgrade", "--no-warn-script-location", "--target", str(site),
+    out = pip("install", "--quiet", "--no-deps", "--upgrade", "--no-compile", "--no-warn-script-location", "--target", str(site),
               *source_args(wheelhouse), *reqs)  # fmt: skip
     return "" if out.returncode == 0 else (out.stderr or out.stdout).strip()
 

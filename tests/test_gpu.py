@@ -477,8 +477,8 @@ def test_close_shuts_the_engine_down_and_gives_the_memory_back(monkeypatch):
 
 
 def test_without_cuda_closing_a_policy_runs_no_full_collection(monkeypatch):
-    """On CPU a closed policy's tensors go with their last reference: no gc.collect (about a second in a kernel
-    holding torch and pandas, once per closed policy), and torch's cache is left alone."""
+    """On CPU a closed policy's tensors go with their last reference: no gc.collect (a walk over every object alive,
+    once per closed policy), and torch's cache is left alone."""
     from helpers import policy
 
     calls: list = []

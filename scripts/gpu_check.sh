@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# GPU check: on a CUDA machine, with no network, within a time budget that every step's limit fits in:
+# GPU check: on a CUDA machine, with no network, within a time budget that every step's limit fits in (the limits
+# add up to 540 s, 9 minutes, without vLLM and 1200 s with it; --plan prints them):
 #   0. preflight (scripts/gpu_preflight.py): list what the check needs and what is missing, install what is missing
 #      into a private folder (from build/gpu-wheelhouse/ when present, else the package index), check the imports;
 #   1. base          the tiny smoke base model, built on the fly (nothing is downloaded);
@@ -30,7 +31,9 @@
 # preflight failed (3 packages missing and not installable, 4 an import failed, 5 torch missing, or vllm with
 # --vllm); 6 every step that ran passed but the vLLM steps were skipped (vllm not installed, or --no-vllm: the
 # gpu/paper profiles' default backend was not checked); 8 nothing failed but a TRL step had no learning signal
-# (every task group of every rollout batch had one reward: nothing had to move; run it again).
+# (every task group of every rollout batch had one reward: nothing had to move; run it again). When several hold,
+# a failure (1) wins over no signal (8), which wins over vLLM skipped (6); the summary's last line states every one
+# of the three that holds, whichever decided the status.
 set -u
 CALLER=$(pwd)
 # abs PATH: a path the caller gave, made absolute against the caller's folder (the script works from the repo root)
@@ -49,7 +52,7 @@ VLLM_STEPS=" rl_loop_vllm trl_vllm "
 # limit NAME: the step's time limit in seconds; steps that start a vLLM engine get more when vLLM is in use.
 limit() {
   case "$1:$USE_VLLM" in
-    base:*) echo 60 ;;
+    base:*) echo 120 ;;  # a cold build: first imports without bytecode (the preflight installs with --no-compile)
     gpu_tests:0) echo 150 ;;  gpu_tests:1) echo 360 ;;
     rl_loop_hf:*) echo 60 ;;
     trl_hf:*) echo 90 ;;
@@ -61,7 +64,7 @@ limit() {
 }
 KILL_GRACE=10  # timeout --kill-after: the deadline allows it once per step, so a killed step costs later ones nothing
 
-usage() { sed -n '2,33p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1' "$0" | sed 's/^# \{0,1\}//'; }  # the header comment
 PLAN=0; PREFLIGHT_ONLY=0; QWEN3=0; VLLM_MODE=auto; STEPS_ARG=""; OUT="$(abs "${GPU_CHECK_OUT:-}")"
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -211,6 +214,16 @@ for s in "${STEPS[@]}"; do
   esac
 done
 
+# the verdict: the exit status by precedence (failure 1 > no learning signal 8 > vLLM skipped 6 > 0), and one line
+# that states each of these facts that holds, whichever decided the status
+NOTE_SIGNAL="a TRL step had NO-SIGNAL (every task group had one reward: nothing had to move; run it again)"
+if [ "$FAILED" = 1 ]; then RC=1; VERDICT="a step FAILED"
+elif [ "$NO_SIGNAL" = 1 ]; then RC=8; VERDICT="nothing failed, but $NOTE_SIGNAL"
+elif [ "$USE_VLLM" = 0 ]; then RC=6; VERDICT="passed WITHOUT vLLM"
+else RC=0; VERDICT="every step passed, vLLM included"; fi
+VERDICT="gpu_check (exit $RC): $VERDICT"
+[ "$RC" = 1 ] && [ "$NO_SIGNAL" = 1 ] && VERDICT+="; also $NOTE_SIGNAL"
+[ "$USE_VLLM" = 0 ] && VERDICT+="; $VLLM_NOTE"
 {
   echo "================ gpu_check summary ($DEVICE, $(date -u +%Y-%m-%dT%H:%M:%SZ)) ================"
   printf '%-14s %-8s %5s s\n' preflight PASS "$PREFLIGHT_S"
@@ -221,13 +234,11 @@ done
   grep -h -E "^qwen3: " "$WORK/qwen3_4b.log" 2>/dev/null
   echo "$VLLM_NOTE"
   echo "logs: $WORK   steps $(( $(date +%s) - START )) s of a ${BUDGET} s budget"
+  echo "$VERDICT"
 } | tee "$WORK/summary.txt"
 if [ -n "$OUT" ]; then
   mkdir -p "$OUT" && cp "$WORK"/*.log "$WORK"/summary.txt "$WORK"/environment.json "$OUT"/ \
     && { [ ! -f "$WORK/benchmark.json" ] || cp "$WORK/benchmark.json" "$OUT"/; } \
     && { [ ! -f "$WORK/qwen3_4b.json" ] || cp "$WORK/qwen3_4b.json" "$OUT"/; } && echo "copied to $OUT"
 fi
-if [ "$FAILED" = 1 ]; then exit 1; fi
-if [ "$NO_SIGNAL" = 1 ]; then echo "gpu_check: a TRL step had no learning signal (exit 8): nothing failed, nothing was shown"; exit 8; fi
-if [ "$USE_VLLM" = 0 ]; then echo "gpu_check: passed WITHOUT vLLM (exit 6): $VLLM_NOTE"; exit 6; fi
-exit 0
+exit "$RC"

@@ -231,8 +231,7 @@ def qwen3(args) -> dict:
         name for name, p in model.named_parameters() if name in before and torch.equal(before[name], p)
     ]
     generated = sum(sum(t.gen_mask[t.prompt_len :]) for t in trajs)
-    groups = [trajs[i : i + args.group] for i in range(0, len(trajs), args.group)]
-    varied = any(len({t.reward for t in g}) > 1 for g in groups)
+    varied = reward_variance(trajs, args.group)
     return {
         "model": str(folder), "device": device, "device_name": torch.cuda.get_device_name(0) if cuda else None,
         "backend": cfg.model.backend, "dtype": cfg.model.dtype, "trajectories": len(trajs),
@@ -243,6 +242,16 @@ def qwen3(args) -> dict:
         "peak_gib": max((p["peak_allocated_gib"] or 0.0) for p in phases.values()) if cuda else None,
         "phases": phases, "rc": 0,
     }  # fmt: skip
+
+
+def reward_variance(trajs: list, group: int) -> bool:
+    """Whether some task group (`group` consecutive trajectories) had RL rewards that differ, a nonzero GRPO advantage:
+    the reward the update sees (`helpers.ppo.rl_reward`: 0 for an episode whose budget or context ran out), not the
+    environment's."""
+    from helpers.ppo import rl_reward
+
+    groups = [trajs[i : i + group] for i in range(0, len(trajs), group)]
+    return any(len({rl_reward(t) for t in g}) > 1 for g in groups)
 
 
 def qwen3_outcome(result: dict) -> tuple[str, int]:

@@ -11,6 +11,7 @@ import json
 import shutil
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 from helpers import models
 from helpers import qwen3_tokenizer as q
@@ -62,6 +63,21 @@ def test_the_verdict_needs_moved_weights_and_finite_numbers():
     flat = {**ok, "unchanged_watched_tensors": ["x"], "reward_variance": False}
     assert steps.qwen3_outcome(flat) == ("pass", steps.EXIT_PASS)
     assert steps.qwen3_outcome({**ok, "update": {"pg_loss": float("nan")}}) == ("fail", steps.EXIT_FAIL)
+
+
+def test_the_learning_signal_is_the_reward_the_update_sees():
+    """Reward variance is measured on `rl_reward` (what ppo_update's advantages use), not on the environment's reward:
+    an episode that reached the goal but filled the context (or ran out of budget) counts 0."""
+
+    def traj(reward: float, context_full: bool = False, exhausted: bool = False) -> SimpleNamespace:
+        return SimpleNamespace(reward=reward, context_full=context_full, exhausted=exhausted)
+
+    assert steps.reward_variance([traj(1.0), traj(0.0)], 2)
+    assert not steps.reward_variance([traj(1.0, context_full=True), traj(0.0)], 2)
+    assert not steps.reward_variance([traj(1.0, exhausted=True), traj(0.0)], 2)
+    # groups are consecutive: variance across two groups is none within either
+    assert not steps.reward_variance([traj(1.0), traj(1.0), traj(0.0), traj(0.0)], 2)
+    assert steps.reward_variance([traj(1.0), traj(1.0), traj(0.0), traj(1.0)], 2)
 
 
 def test_the_qwen3_step_runs_end_to_end_on_a_tiny_qwen3(qwen3_dir, tmp_path, monkeypatch):

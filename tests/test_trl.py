@@ -170,6 +170,43 @@ def test_bf16_profile_trains_float32_weights_and_moves_every_one(run, tmp_path, 
     assert rollout_dtypes and set(rollout_dtypes) == {"bfloat16"}
 
 
+def test_gradient_checkpointing_reaches_trl_and_the_model_and_trains(tmp_path):
+    """`build_trainer(gradient_checkpointing=True)` sets TRL's GRPOConfig flag; the model recomputes activations in
+    the loss's backward pass (transformers' Trainer turns it on when training starts, not when it is built; the HF
+    rollout turns it off to generate and back on), and a rollout batch and an optimiser step run with it."""
+    cfg = config.load("smoke")
+    trainer = tt.build_trainer(
+        cfg, "budgetmix", max_steps=1, output_dir=tmp_path / "gc", gradient_checkpointing=True
+    )
+    assert trainer.args.gradient_checkpointing is True
+    in_loss = []  # whether the model checkpoints when the loss is computed
+    original = trainer.compute_loss
+
+    def recording(model, inputs, *args, **kwargs):
+        in_loss.append(trainer.model.is_gradient_checkpointing)
+        return original(model, inputs, *args, **kwargs)
+
+    trainer.compute_loss = recording
+    trainer.train()
+    losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
+    assert trainer.state.global_step == 1 and len(losses) == 1 and math.isfinite(losses[0])
+    assert in_loss and all(in_loss), in_loss
+    assert trainer.model.is_gradient_checkpointing
+
+
+def test_the_cli_flag_asks_for_gradient_checkpointing(monkeypatch):
+    asked = []
+
+    def fake_train(cfg, mode, **kw):
+        asked.append(kw["gradient_checkpointing"])
+        return "final"
+
+    monkeypatch.setattr(tt, "train", fake_train)
+    assert tt.main(["--profile", "smoke", "--gradient-checkpointing"]) == 0
+    assert tt.main(["--profile", "smoke"]) == 0
+    assert asked == [True, False]
+
+
 def test_trl_vllm_engine_arguments(monkeypatch):
     """`trl_llm_defaults` hands extra arguments (enforce_eager) to the vllm.LLM call inside TRL, and only there."""
     from trl.generation import vllm_generation

@@ -9,6 +9,7 @@ import os
 import pwd
 import subprocess
 import tempfile
+import time
 
 from .base import SandboxError
 
@@ -55,6 +56,18 @@ def sweep_uid(uid: int) -> None:
         raise SandboxError(f"could not kill the processes of sandbox uid {uid}")
 
 
+def wait_gone(uid: int, timeout_s: float = 5.0) -> bool:
+    """Wait until no live process of `uid` is left (True), or `timeout_s` has passed (False)."""
+    deadline = time.monotonic() + timeout_s
+    pause = 0.001
+    while uid_processes(uid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(pause)
+        pause = min(2 * pause, 0.05)
+    return True
+
+
 @contextlib.contextmanager
 def sandbox_uid(sweep: bool = True):
     """A uid no other run uses right now (root only): a flock on a per-uid file, across threads and processes.
@@ -87,7 +100,10 @@ def sandbox_uid(sweep: bool = True):
         try:
             yield uid
         finally:
-            if sweep:
+            # a uid goes back to the pool only with no process of it alive: the next run under it counts its
+            # processes against RLIMIT_NPROC. Inside bubblewrap they die with the pid namespace, but not at once:
+            # after the sandbox is reaped, a fork bomb's processes can still be exiting (seen under load)
+            if sweep or not wait_gone(uid):
                 sweep_uid(uid)
             os.close(fd)
         return

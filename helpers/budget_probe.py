@@ -177,8 +177,9 @@ def tempered(probs: list[dict], temperature: float, top_p: float = 1.0) -> list[
     acts on the four moves (`scripted.shaped`): p^(1/temperature) renormalised over them (0 = greedy: the most
     likely moves, ties shared), then top-p; the mass on other replies is dropped, so a tempered distribution sums
     to 1 over the four moves. At temperature 1 and top-p 1 the probabilities are the model's own, that mass kept.
-    (A model samples token by token: this is its move distribution where the four replies share every token but
-    the move's own and the model's mass off the four replies is small.)"""
+    (A model samples token by token. Where the four replies share every token but the move's own, as the kit's
+    tokenizers make them, this is its move distribution given a valid reply up to the tokens after the move, which a
+    trained model all but fixes; the mass a tempered model puts off the four replies is not modelled.)"""
     if temperature == 1 and top_p >= 1:
         return [{r: np.asarray(p, float).copy() for r, p in d.items()} for d in probs]
 

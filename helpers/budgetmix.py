@@ -129,9 +129,7 @@ SWAP_REFERENCES = {
     "optimum": "budget-aware optimum",
     "optimum+noise": "optimum with the demonstrator's random moves",
 }
-SWAP_SKIPPED = (
-    "the budget-swap probe is defined on FrozenLake only (the DP says which move each budget asks for)"
-)
+SWAP_SKIPPED = "it is defined on FrozenLake only (the DP says which move each budget asks for)"
 
 
 @dataclass

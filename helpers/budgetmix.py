@@ -241,9 +241,14 @@ def swap_metrics(swap: BudgetSwap | None) -> dict | None:
     for name, m in swap.summaries.items():
         agents[name] = {**{k: v for k, v in m.items() if k != "p_optimal_by_budget"}, "kind": swap.kinds[name],
                         "p_optimal_by_budget": {str(r): v for r, v in m["p_optimal_by_budget"].items()}}  # fmt: skip
+
+    def maps(kind: str) -> int:
+        return len({s.state.task["task_id"] for s in swap.swaps if s.kind == kind})
+
     kinds = [s.kind for s in swap.swaps]
     return {**swap.pool, "n_sensitive": kinds.count("sensitive"), "n_control": kinds.count("control"),
-            "n_maps": len({s.state.task["task_id"] for s in swap.swaps}), "agents": agents}  # fmt: skip
+            "n_maps_sensitive": maps("sensitive"), "n_maps_control": maps("control"),
+            "order": list(swap.summaries), "agents": agents}  # fmt: skip
 
 
 def _by_fraction(frame: pd.DataFrame, col: str) -> dict[str, object]:
@@ -373,7 +378,8 @@ def swap_findings(m: dict) -> list[str]:
         return [f"- **Budget-swap probe:** no budget-sensitive state among the {bp['n_distinct_states']} distinct "
                 "states of the models' budget-mixed trajectories: nothing to measure."]  # fmt: skip
     agents = bp["agents"]
-    model_names = [n for n, a in agents.items() if a["kind"] == "model"]
+    order = [n for n in bp.get("order", agents) if n in agents]  # the table's order (JSON sorts the keys)
+    model_names = [n for n in order if agents[n]["kind"] == "model"]
 
     def resp(name: str) -> str:
         r = agents[name]["responsiveness"]
@@ -388,10 +394,11 @@ def swap_findings(m: dict) -> list[str]:
     }
     above = [n for n, v in sides.items() if v == "above 0"]
     below = [n for n, v in sides.items() if v == "below 0"]
-    refs = [n for n, a in agents.items() if a["kind"] == "scripted"]
+    refs = [n for n in order if agents[n]["kind"] == "scripted"]
     return [
-        f"- **Budget-swap probe** (does a model read the budget line?): {bp['n_sensitive']} budget-sensitive and "
-        f"{bp['n_control']} control states on {bp['n_maps']} maps, from budget-mixed trajectories of "
+        f"- **Budget-swap probe** (does a model read the budget line?): {bp['n_sensitive']} budget-sensitive states "
+        f"on {bp['n_maps_sensitive']} maps and {bp['n_control']} control states on {bp['n_maps_control']} maps, "
+        "from budget-mixed trajectories of "
         f"{', '.join(bp['sources'])}, each prompt rebuilt with only the turns left changed. Responsiveness (0 for a "
         "policy that ignores the budget line): "
         + "; ".join(f"{n} {resp(n)} ({sides[n]})" for n in model_names)

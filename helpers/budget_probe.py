@@ -32,7 +32,8 @@ from helpers.envs import Task, make
 from helpers.envs import frozenlake as fl
 from helpers.policy import Policy, Sampling
 from helpers.probing import ProbeState, states_of
-from helpers.rollout import ChatFormat, rollout
+from helpers.rollout import ChatFormat, Trajectory, rollout
+from helpers.scripted import shaped
 
 DELTA = 0.02  # the least success the other budget's move must cost at a budget-sensitive state
 ATOL = 1e-12  # moves within this of the best Q* are optimal (ties shared, as frozenlake.optimal_policy)
@@ -170,11 +171,49 @@ def _tv(p: np.ndarray, q: np.ndarray) -> float:
     return 0.5 * float(np.abs(p - q).sum() + abs((1 - p.sum()) - (1 - q.sum())))
 
 
-def probe(policy: Policy, swaps: list[SwapState], chat: ChatFormat | None = None) -> pd.DataFrame:
-    """One row per swap state: task_id, t, square, turns left, total, kind, r1, r2, the cost, responsiveness
-    (sensitive states; NaN at controls), total variation at (r1, r2), and P(budget-optimal move) per budget shown
-    (column `p_opt`, a dict)."""
-    probs = move_probabilities(policy, swaps, chat)
+def tempered(probs: list[dict], temperature: float, top_p: float = 1.0) -> list[dict]:
+    """Move probabilities (`move_probabilities`'s) of the same model sampled at a fixed `temperature` and `top_p`:
+    the sharpened base, a `policy.Tempered` whose `score` is the model's own, temperature-1 one. The temperature
+    acts on the four moves (`scripted.shaped`): p^(1/temperature) renormalised over them (0 = greedy: the most
+    likely moves, ties shared), then top-p; the mass on other replies is dropped, so a tempered distribution sums
+    to 1 over the four moves. At temperature 1 and top-p 1 the probabilities are the model's own, that mass kept.
+    (A model samples token by token. Where the four replies share every token but the move's own, as the kit's
+    tokenizers make them, this is its move distribution given a valid reply up to the tokens after the move, which a
+    trained model all but fixes; the mass a tempered model puts off the four replies is not modelled.)"""
+    if temperature == 1 and top_p >= 1:
+        return [{r: np.asarray(p, float).copy() for r, p in d.items()} for d in probs]
+
+    def one(p) -> np.ndarray:
+        p = np.asarray(p, float)
+        return np.zeros(4) if p.sum() <= 0 else shaped(p / p.sum(), float(temperature), float(top_p))
+
+    return [{r: one(p) for r, p in d.items()} for d in probs]
+
+
+def flat(swaps: list[SwapState], probs: list[dict]) -> np.ndarray:
+    """`move_probabilities`'s result as one array (per state, per budget shown in order, the four moves): the form
+    `evaluate.recorded_per_state` records."""
+    return np.asarray([x for s, p in zip(swaps, probs, strict=True) for r in s.shown for x in p[r]], float)
+
+
+def unflat(swaps: list[SwapState], values) -> list[dict]:
+    """`flat`'s inverse on the same swap states."""
+    values = np.asarray(values, float)
+    if len(values) != 4 * sum(len(s.shown) for s in swaps):
+        raise ValueError(f"budget probe: {len(values)} recorded numbers do not fit these {len(swaps)} states")
+    out, i = [], 0
+    for s in swaps:
+        d = {}
+        for r in s.shown:
+            d[r], i = values[i : i + 4].copy(), i + 4
+        out.append(d)
+    return out
+
+
+def probe_table(swaps: list[SwapState], probs: list[dict]) -> pd.DataFrame:
+    """One row per swap state from its move probabilities (`move_probabilities`, `tempered`): task_id, t, square,
+    turns left, total, kind, r1, r2, the cost, responsiveness (sensitive states; NaN at controls), total variation
+    at (r1, r2), and P(budget-optimal move) per budget shown (column `p_opt`, a dict)."""
     rows = []
     for s, p in zip(swaps, probs, strict=True):
         r1, r2 = s.pair
@@ -187,6 +226,11 @@ def probe(policy: Policy, swaps: list[SwapState], chat: ChatFormat | None = None
                      "cost": s.cost, "responsiveness": float(resp), "tv": _tv(p[r1], p[r2]),
                      "p_opt": {r: float(p[r][s.optimal[r]].sum()) for r in s.shown}})  # fmt: skip
     return pd.DataFrame(rows)
+
+
+def probe(policy: Policy, swaps: list[SwapState], chat: ChatFormat | None = None) -> pd.DataFrame:
+    """`probe_table` of `policy`'s exact move probabilities at the swap states."""
+    return probe_table(swaps, move_probabilities(policy, swaps, chat))
 
 
 def summary(df: pd.DataFrame, n_boot: int = 2000, ci: float = 0.95, seed: int = 0) -> dict:
@@ -213,6 +257,29 @@ def summary(df: pd.DataFrame, n_boot: int = 2000, ci: float = 0.95, seed: int = 
     return out
 
 
+def mixed_budgets(tasks: list[Task], seed: int) -> list[int]:
+    """One budget per task, drawn from BudgetMix's candidates at its T_max (`budget.sample_budgets`, seeded)."""
+    rng = np.random.default_rng([int(seed), 7])
+    return [budget.sample_budgets(t.t_max, 1, rng)[0] for t in tasks]
+
+
+def distinct_states(
+    trajs: list[Trajectory], tasks: list[Task], source: str | None = None
+) -> list[ProbeState]:
+    """Every distinct state of `trajs`, in order (the first of each): distinct by what the probe reads there, the
+    task, the budget and the prompt's token ids (two episodes with the same moves can slip to different squares).
+    `source` names the states' policy (default: each trajectory's model)."""
+    by_id = {t.task_id: t for t in tasks}
+    seen, out = set(), []
+    for tr in trajs:
+        for s in states_of(tr, by_id[tr.task_id], source or tr.model):
+            key = (s.task["task_id"], s.budget, tuple(s.prefix_ids))
+            if key not in seen:
+                seen.add(key)
+                out.append(s)
+    return out
+
+
 def budget_mixed_states(
     policy: Policy,
     tasks: list[Task],
@@ -221,17 +288,8 @@ def budget_mixed_states(
     seed: int,
     env_kwargs: dict | None = None,
 ) -> list[ProbeState]:
-    """Every distinct state of `n_samples` trajectories per task of `policy`, each task at a budget drawn from
-    BudgetMix's candidates at its T_max (`budget.sample_budgets`, seeded), so states cover every budget."""
-    rng = np.random.default_rng([int(seed), 7])
-    budgets = [budget.sample_budgets(t.t_max, 1, rng)[0] for t in tasks]
-    trajs = rollout(policy, "frozenlake", tasks, budgets, n_samples, sampling, seed=seed, env_kwargs=env_kwargs,
-                    step_quality=False)  # fmt: skip
-    by_id = {t.task_id: t for t in tasks}
-    seen, out = set(), []
-    for tr in trajs:
-        for s in states_of(tr, by_id[tr.task_id], policy.name):
-            if s.key not in seen:
-                seen.add(s.key)
-                out.append(s)
-    return out
+    """Every distinct state (`distinct_states`) of `n_samples` trajectories per task of `policy`, each task at a
+    budget drawn from BudgetMix's candidates at its T_max (`mixed_budgets`), so states cover every budget."""
+    trajs = rollout(policy, "frozenlake", tasks, mixed_budgets(tasks, seed), n_samples, sampling, seed=seed,
+                    env_kwargs=env_kwargs, step_quality=False)  # fmt: skip
+    return distinct_states(trajs, tasks, policy.name)

@@ -3,22 +3,26 @@ against the sharpened base (the control for plain sharpening), and R_single unde
 
 How BudgetMix draws its budgets in training is `helpers.budget`; this module evaluates what it trained. `evaluate`
 rolls out the roster on the test tasks; `success_table`, `gain_table` and `r_single_curves` are the notebook's
-tables and figure; `summary` is notebook 02's metrics.json and `findings` what the notebook says about it.
+tables and figure; `budget_swap` is the budget-swap probe (does any model read the budget line?, FrozenLake only);
+`summary` is notebook 02's metrics.json and `findings` what the notebook says about it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
 
-from helpers import budget, controls, fmt, metrics, paper, plots, store, train
+from helpers import budget, budget_probe, controls, fmt, metrics, models, paper, plots, scripted, store, train
 from helpers import evaluate as evaluation
+from helpers.agents import opened_on_demand
 from helpers.config import Config
 from helpers.dynamics import R_SINGLE_CURVES, change, measured
 from helpers.envs import Task, load_tasks, settings
 from helpers.policy import Sampling
+from helpers.rollout import ChatFormat
 
 # name -> (method a, method b): a minus b, in points
 COMPARISONS = {
@@ -116,6 +120,137 @@ def r_single_curves(cfg: Config, n_boot: int = 1000, ci: float = 0.95, seed: int
     return plots.seed_curves(logs, R_SINGLE_CURVES, "", bands, ci)
 
 
+# ------------------------------------------------------------------------------------- the budget-swap probe
+
+# the scripted references probed beside the models (`scripted.references`), with how findings names them
+SWAP_REFERENCES = {
+    "habit": "greedy habit",
+    "blind_t_max": "best budget-blind for T_max",
+    "optimum": "budget-aware optimum",
+    "optimum+noise": "optimum with the demonstrator's random moves",
+}
+SWAP_SKIPPED = "it is defined on FrozenLake only (the DP says which move each budget asks for)"
+
+
+@dataclass
+class BudgetSwap:
+    """The budget-swap probe of notebook 02: the pooled swap states, every agent's per-state rows
+    (`budget_probe.probe_table` with a column `agent`), their summaries (`budget_probe.summary`) and the table."""
+
+    swaps: list[budget_probe.SwapState]
+    per_state: pd.DataFrame
+    summaries: dict[str, dict]
+    kinds: dict[str, str]  # agent -> "model" or "scripted"
+    pool: dict = field(default_factory=dict)  # how the pool was drawn: sources, trajectories, distinct states
+    table: pd.DataFrame = field(default_factory=pd.DataFrame)
+
+
+def swap_pool(cfg: Config, agents: dict, names: list[str]) -> tuple[list[budget_probe.SwapState], dict]:
+    """The probe's states: one budget-mixed trajectory per test task (`eval.n_tasks`) of each of `names`, at a
+    budget per task drawn from BudgetMix's candidates (the same draws for every model), recorded once
+    (`evaluate.recorded_trajectories`); their distinct states pooled in roster order, classified by the DP
+    (`budget_probe.swap_states`), and at most `probing.n_states` of each kind kept (a seeded draw, in pool order)."""
+    tasks = load_tasks(cfg.env.name, "test", n=cfg.eval.n_tasks, seed=cfg.seed, **settings(cfg))
+    budgets = budget_probe.mixed_budgets(tasks, cfg.seed + 2000)
+    sampling = Sampling.from_config(cfg.sampling)
+    trajs = [tr for name in names
+             for tr in evaluation.recorded_trajectories(cfg.results_name, f"budgetswap-{name}", agents[name],
+                                                        cfg.env.name, tasks, budgets, 1, sampling,
+                                                        seed=cfg.seed + 2000, step_quality=False)]  # fmt: skip
+    states = budget_probe.distinct_states(trajs, tasks)
+    swaps = budget_probe.swap_states(states)
+    rng = np.random.default_rng(cfg.seed + 2001)
+    keep = set()
+    for kind in ("sensitive", "control"):
+        idx = [i for i, s in enumerate(swaps) if s.kind == kind]
+        n = min(cfg.probing.n_states, len(idx))
+        keep |= {int(i) for i in rng.choice(idx, size=n, replace=False)} if n else set()
+    pool = {"sources": list(names), "n_tasks": len(tasks), "n_trajectories": len(trajs),
+            "n_distinct_states": len(states), "n_swap_states": len(swaps)}  # fmt: skip
+    return [s for i, s in enumerate(swaps) if i in keep], pool
+
+
+def swap_summary(
+    swaps: list[budget_probe.SwapState], probs: dict[str, list[dict]], kinds: dict[str, str],
+    n_boot: int = 1000, ci: float = 0.95, seed: int = 0, pool: dict | None = None,
+) -> BudgetSwap:  # fmt: skip
+    """Every agent's probe on the same swap states from its move probabilities (`probs`: agent -> per state,
+    {budget shown: P(move) [4]}): the per-state rows, the summaries (intervals resample maps, with the same draws
+    for every agent) and the table: one row per agent, responsiveness with its interval, total variation at
+    sensitive and at control states, P(budget-optimal move) by budget shown, and the counts."""
+    frames, summaries, rows = [], {}, []
+    for name, p in probs.items():
+        df = budget_probe.probe_table(swaps, p)
+        frames.append(df.assign(agent=name))
+        m = summaries[name] = budget_probe.summary(df, n_boot, ci, seed)
+        resp = m.get("responsiveness", {})
+        row = {"agent": name, "kind": kinds[name], "responsiveness": resp.get("mean", np.nan),
+               "low": resp.get("low", np.nan), "high": resp.get("high", np.nan),
+               "tv_sensitive": m.get("tv_sensitive", {}).get("mean", np.nan),
+               "tv_control": m.get("tv_control", {}).get("mean", np.nan)}  # fmt: skip
+        row |= {f"P(opt) r={r}": v["mean"] for r, v in m["p_optimal_by_budget"].items()}
+        rows.append(row | {"n_sensitive": m["n_sensitive"], "n_control": m["n_control"]})
+    table = pd.DataFrame(rows).set_index("agent")
+    per_state = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    return BudgetSwap(swaps, per_state, summaries, dict(kinds), dict(pool or {}), table)
+
+
+def budget_swap(cfg: Config, out: store.Run) -> BudgetSwap | None:
+    """The budget-swap probe (`helpers.budget_probe`) of every roster model, the sharpened base and the scripted
+    references (`SWAP_REFERENCES`) on one pool of swap states (`swap_pool`): each model loaded once, one at a time,
+    and only where its move probabilities are not recorded yet (`evaluate.recorded_per_state`, under
+    `probes/budgetswap-<agent>-<hash>.json`), so a rerun on recorded results loads none. The sharpened base is the
+    base's recorded probabilities at its temperature (`budget_probe.tempered`). Writes the table `budget_probe`.
+    None where the environment is not FrozenLake (`SWAP_SKIPPED`)."""
+    if cfg.env.name != "frozenlake":
+        return None
+    agents = controls.agents(cfg)
+    names = [n for n in agents if n != "sharp"]  # the sharpened base is the base's model
+    swaps, pool = swap_pool(cfg, agents, names)
+    tokenizer = agents["base"].tokenizer()
+    chat = ChatFormat(tokenizer, models.chat_kwargs(tokenizer))  # as the models' rollouts render it
+    states = [s.state for s in swaps]
+    recipe = ["budget-swap", [s.shown for s in swaps]]
+    probs: dict[str, list[dict]] = {}
+    for name in names:  # one model at a time, loaded only where its numbers are not recorded
+        with opened_on_demand(agents[name], name) as policy:
+            values = evaluation.recorded_per_state(
+                cfg.results_name, f"budgetswap-{name}", agents[name], states, recipe,
+                lambda get=policy: budget_probe.flat(swaps, budget_probe.move_probabilities(get(), swaps, chat)),
+            )  # fmt: skip
+        probs[name] = budget_probe.unflat(swaps, values)
+    sharp_t = agents["sharp"].temperature
+    probs = {"base": probs["base"], "sharp": budget_probe.tempered(probs["base"], sharp_t, cfg.sampling.top_p),
+             **{n: p for n, p in probs.items() if n != "base"}}  # fmt: skip
+    refs = {name: scripted.ScriptedPolicy.from_config(cfg, name.split("+")[0], tokenizer, name.endswith("+noise"),
+                                                      name=name, chat_kwargs=chat.kw)
+            for name in SWAP_REFERENCES}  # fmt: skip
+    kinds = {n: "model" for n in probs} | {n: "scripted" for n in refs}
+    probs |= {n: budget_probe.move_probabilities(r, swaps, chat) for n, r in refs.items()}
+    pool |= {"sharp_temperature": sharp_t, "delta": budget_probe.DELTA, "n_per_kind": cfg.probing.n_states}
+    swap = swap_summary(swaps, probs, kinds, cfg.eval.n_bootstrap, cfg.eval.ci, cfg.seed, pool)
+    out.write_table("budget_probe", swap.table.reset_index())
+    return swap
+
+
+def swap_metrics(swap: BudgetSwap | None) -> dict | None:
+    """The probe's entry of metrics.json (JSON keys: budgets as strings), None where it was not run."""
+    if swap is None:
+        return None
+    agents = {}
+    for name, m in swap.summaries.items():
+        agents[name] = {**{k: v for k, v in m.items() if k != "p_optimal_by_budget"}, "kind": swap.kinds[name],
+                        "p_optimal_by_budget": {str(r): v for r, v in m["p_optimal_by_budget"].items()}}  # fmt: skip
+
+    def maps(kind: str) -> int:
+        return len({s.state.task["task_id"] for s in swap.swaps if s.kind == kind})
+
+    kinds = [s.kind for s in swap.swaps]
+    return {**swap.pool, "n_sensitive": kinds.count("sensitive"), "n_control": kinds.count("control"),
+            "n_maps_sensitive": maps("sensitive"), "n_maps_control": maps("control"),
+            "order": list(swap.summaries), "agents": agents}  # fmt: skip
+
+
 def _by_fraction(frame: pd.DataFrame, col: str) -> dict[str, object]:
     return {f"{r.fraction:g}": getattr(r, col) for r in frame.itertuples()}
 
@@ -124,9 +259,13 @@ def _interval_by_fraction(frame: pd.DataFrame) -> dict[str, list]:
     return {f"{r.fraction:g}": [r.low, r.high] for r in frame.itertuples()}
 
 
-def summary(cfg: Config, sharp: dict, ev: Evaluation, table: pd.DataFrame, gains: pd.DataFrame) -> dict:
+def summary(
+    cfg: Config, sharp: dict, ev: Evaluation, table: pd.DataFrame, gains: pd.DataFrame,
+    swap: BudgetSwap | None = None,
+) -> dict:  # fmt: skip
     """Notebook 02's metrics.json: success and gains per fraction of T_max with their intervals, the sharpened
-    base, the upper bound, R_single's change under both methods (from notebook 01) and the paper's gains."""
+    base, the upper bound, R_single's change under both methods (from notebook 01), the paper's gains and the
+    budget-swap probe (`swap_metrics`: None where it was not run)."""
     dynamics = store.Run.read_metrics(cfg.results_name, "01_grpo_training")
     rows = {m: table[table["method"] == m] for m in ev.methods}
     by_comparison = {c: gains[gains["comparison"] == c] for c in COMPARISONS}
@@ -147,6 +286,7 @@ def summary(cfg: Config, sharp: dict, ev: Evaluation, table: pd.DataFrame, gains
         "n_test_tasks": len(ev.tasks),
         "n_samples": cfg.eval.n_samples,
         "seeds": cfg.train.seeds,
+        "budget_probe": swap_metrics(swap),
         "paper": {
             "budgetmix_minus_grpo_points": {
                 f"{f:g}": paper.value(v) for f, v in paper.BUDGETMIX_GAIN_POINTS.items()
@@ -222,4 +362,53 @@ def findings(m: dict) -> list[str]:
             f"- **R_single:** not measured: {m.get('env', 'this environment')} has no step oracle "
             f"({(m.get('step_oracle') or {}).get('oracle_note', 'none declared')})."
         )
-    return lines
+    return lines + swap_findings(m)
+
+
+def swap_findings(m: dict) -> list[str]:
+    """What the budget-swap probe found: each model's responsiveness with its interval and the side of 0 it lies
+    on, the scripted references beside them as the instrument's calibration, and total variation at sensitive and
+    at control states (the probe's floor)."""
+    if "budget_probe" not in m:  # a run from before the probe
+        return []
+    bp = m["budget_probe"]
+    if bp is None:
+        return [f"- **Budget-swap probe:** not run on {m.get('env', 'this environment')}: {SWAP_SKIPPED}."]
+    if not bp["n_sensitive"]:
+        return [f"- **Budget-swap probe:** no budget-sensitive state among the {bp['n_distinct_states']} distinct "
+                "states of the models' budget-mixed trajectories: nothing to measure."]  # fmt: skip
+    agents = bp["agents"]
+    order = [n for n in bp.get("order", agents) if n in agents]  # the table's order (JSON sorts the keys)
+    model_names = [n for n in order if agents[n]["kind"] == "model"]
+
+    def resp(name: str) -> str:
+        r = agents[name]["responsiveness"]
+        return fmt.estimate(r["mean"], [r["low"], r["high"]], signed=True)
+
+    def tv(name: str, key: str) -> str:
+        return fmt.number(agents[name].get(key, {}).get("mean"))
+
+    sides = {
+        n: fmt.side(agents[n]["responsiveness"]["low"], agents[n]["responsiveness"]["high"])
+        for n in model_names
+    }
+    above = [n for n, v in sides.items() if v == "above 0"]
+    below = [n for n, v in sides.items() if v == "below 0"]
+    refs = [n for n in order if agents[n]["kind"] == "scripted"]
+    return [
+        f"- **Budget-swap probe** (does a model read the budget line?): {bp['n_sensitive']} budget-sensitive states "
+        f"on {bp['n_maps_sensitive']} maps and {bp['n_control']} control states on {bp['n_maps_control']} maps, "
+        "from budget-mixed trajectories of "
+        f"{', '.join(bp['sources'])}, each prompt rebuilt with only the turns left changed. Responsiveness (0 for a "
+        "policy that ignores the budget line): "
+        + "; ".join(f"{n} {resp(n)} ({sides[n]})" for n in model_names)
+        + f". The interval is above 0 for {', '.join(above) or 'no model'} and below 0 for "
+        f"{', '.join(below) or 'no model'}.",
+        "  The instrument's calibration, scripted players on the same states: "
+        + "; ".join(
+            f"{SWAP_REFERENCES.get(n, n)} {fmt.signed(agents[n]['responsiveness']['mean'])}" for n in refs
+        )
+        + ". Total variation at sensitive / control states (the control states are the probe's floor): "
+        + "; ".join(f"{n} {tv(n, 'tv_sensitive')} / {tv(n, 'tv_control')}" for n in model_names)
+        + ".",
+    ]

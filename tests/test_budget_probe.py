@@ -5,15 +5,18 @@ the turns left."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
+import pandas as pd
 import pytest
 
-from helpers import base_model, budget_probe, config, models, scripted
+from helpers import base_model, budget_probe, budgetmix, config, models, scripted
 from helpers.envs import Task, load_tasks, settings
 from helpers.envs import frozenlake as fl
 from helpers.policy import Sampling
 from helpers.probing import ProbeState
-from helpers.rollout import ChatFormat
+from helpers.rollout import ChatFormat, rollout
 
 
 @pytest.fixture(scope="module")
@@ -134,3 +137,82 @@ def test_classify_a_hand_made_map_where_the_route_depends_on_the_budget():
     assert s.cost >= budget_probe.DELTA
     corner = budget_probe.classify(state, 24, 16, 16)  # far from both routes: Up at every budget
     assert corner is not None and corner.kind == "control"
+
+
+def test_the_sharpened_bases_moves_at_its_temperature():
+    """`tempered`: a model's temperature-1 move probabilities shaped at the sharpened base's temperature over the
+    four moves (greedy at 0, ties shared), top-p after; the model's own at temperature 1 (its other mass kept)."""
+    p = np.array([0.1, 0.4, 0.2, 0.2])  # 0.1 on replies other than the four
+    probs = [{3: p, 5: np.array([0.3, 0.3, 0.2, 0.1])}]
+    (greedy,) = budget_probe.tempered(probs, 0.0)
+    assert greedy[3] == pytest.approx([0, 1, 0, 0]) and greedy[5] == pytest.approx([0.5, 0.5, 0, 0])
+    (same,) = budget_probe.tempered(probs, 1.0)
+    assert same[3] == pytest.approx(p) and same[3] is not p
+    (half,) = budget_probe.tempered(probs, 0.5)
+    assert half[3] == pytest.approx(p**2 / (p**2).sum())
+    (cut,) = budget_probe.tempered(probs, 1.0, top_p=0.5)  # the most likely moves up to half the mass
+    assert cut[3] == pytest.approx([0, 4 / 6, 2 / 6, 0]) or cut[3] == pytest.approx([0, 4 / 6, 0, 2 / 6])
+    assert budget_probe.tempered([{1: np.zeros(4)}], 0.1)[0][1] == pytest.approx(np.zeros(4))
+    # the probe of a tempered distribution: the sharpened greedy optimum is the optimum
+    swaps = [budget_probe.classify(_risky(), 5, 16, 16)]
+    blurred = [{r: 0.6 * np.eye(4)[s.optimal[r]].mean(0) + 0.1 for r in s.shown} for s in swaps]
+    df = budget_probe.probe_table(swaps, budget_probe.tempered(blurred, 0.0))
+    assert df["responsiveness"].tolist() == pytest.approx([2.0])
+
+
+def _risky() -> ProbeState:
+    desc = ["SFFFG", "FHHHF", "FFFFF", "FFFFF", "FFFFF"]
+    payload = {"desc": desc, "is_slippery": True, "success_rate": 0.8, "gamma": 0.95}
+    return ProbeState(Task("risky", "frozenlake", payload, 16).to_dict(), "frozenlake", 16, 0, [], [], "hand")
+
+
+def test_recorded_numbers_come_back_as_the_same_probabilities(setting):
+    _, _, refs, _, swaps = setting
+    probs = budget_probe.move_probabilities(refs["optimum+noise"], swaps)
+    back = budget_probe.unflat(swaps, budget_probe.flat(swaps, probs))
+    assert all(
+        b.keys() == p.keys() and all((b[r] == p[r]).all() for r in p)
+        for b, p in zip(back, probs, strict=True)
+    )
+    with pytest.raises(ValueError, match="do not fit"):
+        budget_probe.unflat(swaps, budget_probe.flat(swaps, probs)[:-4])
+
+
+def test_distinct_states_are_distinct_prompts(setting):
+    _, _, refs, states, _ = setting
+    keys = [(s.task["task_id"], s.budget, tuple(s.prefix_ids)) for s in states]
+    assert len(set(keys)) == len(keys)
+    tasks = load_tasks("frozenlake", "test", **{**settings(config.load("cpu")), "n_train": 50})[:3]
+    trajs = rollout(
+        refs["habit+noise"], "frozenlake", tasks, budget_probe.mixed_budgets(tasks, 1), 3, Sampling(), seed=1
+    )
+    once = budget_probe.distinct_states(trajs, tasks)
+    assert budget_probe.distinct_states(trajs + trajs, tasks) == once  # pooling a copy adds nothing
+    assert {s.source for s in once} == {"habit+noise"}
+
+
+def test_the_table_on_scripted_players_is_calibrated(setting):
+    """notebook 02's table builder (`budgetmix.swap_summary`) on scripted players only: every budget-blind player
+    gives responsiveness 0 and the budget-aware optimum 2, TV 0 at controls; its metrics are JSON and its findings
+    print them with the side of 0 each interval lies on."""
+    cpu, _, refs, _, swaps = setting
+    names = ["habit", "blind_t_max", "optimum", "optimum+noise"]
+    probs = {n: budget_probe.move_probabilities(refs[n], swaps) for n in names}
+    kinds = {"habit": "model", "blind_t_max": "model", "optimum": "scripted", "optimum+noise": "scripted"}
+    swap = budgetmix.swap_summary(swaps, probs, kinds, n_boot=100, pool={"sources": ["habit+noise"],
+                                  "n_distinct_states": len(swaps)})  # fmt: skip
+    t = swap.table
+    assert list(t.index) == names and (t["kind"] == pd.Series(kinds)).all()
+    assert t.loc["habit", "responsiveness"] == 0 and t.loc["blind_t_max", "responsiveness"] == 0
+    assert t.loc["optimum", ["responsiveness", "low", "high"]].tolist() == pytest.approx([2, 2, 2])
+    assert t.loc["optimum+noise", "responsiveness"] == pytest.approx(2 * (1 - cpu.sft.epsilon))
+    assert (t["tv_control"] == 0).all() and t.loc["optimum", "tv_sensitive"] == pytest.approx(1)
+    assert t.loc["optimum", [c for c in t if c.startswith("P(opt)")]].tolist() == [1.0] * 8
+    assert (t["n_sensitive"] == sum(s.kind == "sensitive" for s in swaps)).all()
+    assert len(swap.per_state) == len(names) * len(swaps)
+    m = json.loads(json.dumps({"env": "frozenlake", "budget_probe": budgetmix.swap_metrics(swap)}))
+    assert m["budget_probe"]["agents"]["optimum"]["p_optimal_by_budget"]["1"]["mean"] == pytest.approx(1)
+    text = "\n".join(budgetmix.swap_findings(m))
+    assert "habit 0.000 [0.000, 0.000] (contains 0); blind_t_max 0.000 [0.000, 0.000] (contains 0)." in text
+    assert "above 0 for no model and below 0 for no model" in text
+    assert "budget-aware optimum +2.000; optimum with the demonstrator's random moves +1.500." in text

@@ -198,6 +198,54 @@ def test_findings_02_gains_and_their_sides():
     assert ("Every interval contains 0" in text) == (not decided)
 
 
+def test_findings_02_budget_probe_on_a_hand_made_probe():
+    def entry(mean, low, high):
+        return {"mean": mean, "low": low, "high": high, "n_states": 30, "n_maps": 12}
+
+    agents = {
+        "base": {"kind": "model", "responsiveness": entry(0.01, -0.02, 0.04), "tv_sensitive": entry(0.05, 0, 0.1),
+                 "tv_control": entry(0.04, 0, 0.1)},
+        "grpo-s0": {"kind": "model", "responsiveness": entry(0.2, 0.1, 0.3), "tv_sensitive": entry(0.3, 0.2, 0.4),
+                    "tv_control": entry(0.06, 0, 0.1)},
+        "budgetmix-s0": {"kind": "model", "responsiveness": entry(-0.2, -0.3, -0.1),
+                         "tv_sensitive": entry(0.2, 0.1, 0.3), "tv_control": entry(0.07, 0, 0.1)},
+        "optimum": {"kind": "scripted", "responsiveness": entry(2.0, 2.0, 2.0)},
+    }  # fmt: skip
+    bp = {"n_sensitive": 30, "n_control": 40, "n_maps_sensitive": 12, "n_maps_control": 20, "agents": agents,
+          "sources": ["base", "grpo-s0"], "n_distinct_states": 500, "order": list(agents)[::-1]}  # fmt: skip
+    text = "\n".join(budgetmix.swap_findings({"env": "frozenlake", "budget_probe": bp}))
+    assert "30 budget-sensitive states on 12 maps and 40 control states on 20 maps" in text
+    assert (
+        "budgetmix-s0 -0.200 [-0.300, -0.100] (below 0); grpo-s0 +0.200 [+0.100, +0.300] (above 0); base"
+        in text
+    )
+    assert "above 0 for grpo-s0 and below 0 for budgetmix-s0." in text
+    assert "budget-aware optimum +2.000." in text
+    assert "budgetmix-s0 0.200 / 0.070; grpo-s0 0.300 / 0.060; base 0.050 / 0.040." in text
+    none = budgetmix.swap_findings({"env": "bfcl", "budget_probe": None})
+    assert none == [f"- **Budget-swap probe:** not run on bfcl: {budgetmix.SWAP_SKIPPED}."]
+    empty = budgetmix.swap_findings({"budget_probe": {**bp, "n_sensitive": 0}})
+    assert "no budget-sensitive state among the 500 distinct states" in empty[0]
+
+
+def test_findings_02_budget_probe_of_the_committed_run():
+    """The committed probe: the scripted references calibrate it exactly (blind players 0, the optimum 2), and
+    findings print every model's responsiveness with the side of 0 its interval lies on."""
+    m = _metrics("02_budgetmix_training")
+    bp = m["budget_probe"]
+    agents = bp["agents"]
+    assert agents["habit"]["responsiveness"]["mean"] == agents["blind_t_max"]["responsiveness"]["mean"] == 0
+    assert agents["optimum"]["responsiveness"]["mean"] == 2 and agents["optimum"]["tv_control"]["mean"] == 0
+    assert {n for n, a in agents.items() if a["kind"] == "model"} == {"sharp", *bp["sources"]}
+    text = "\n".join(budgetmix.findings(m))
+    for name in bp["sources"]:
+        r = agents[name]["responsiveness"]
+        assert (
+            f"{name} {fmt.estimate(r['mean'], [r['low'], r['high']], signed=True)} ({fmt.side(r['low'], r['high'])})"
+            in text
+        )
+
+
 def test_findings_03_claim():
     m = _metrics("03_pass_at_kt_sweep")
     text = "\n".join(pass_kt.findings(m))

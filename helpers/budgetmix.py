@@ -368,7 +368,8 @@ def findings(m: dict) -> list[str]:
 def swap_findings(m: dict) -> list[str]:
     """What the budget-swap probe found: each model's responsiveness with its interval and the side of 0 it lies
     on, the scripted references beside them as the instrument's calibration, and total variation at sensitive and
-    at control states (the probe's floor)."""
+    at control states (where no budget asks for another move; their TV spans the smallest to the largest budget
+    shown, a larger change of the prompt than a sensitive pair's)."""
     if "budget_probe" not in m:  # a run from before the probe
         return []
     bp = m["budget_probe"]
@@ -408,7 +409,9 @@ def swap_findings(m: dict) -> list[str]:
         + "; ".join(
             f"{SWAP_REFERENCES.get(n, n)} {fmt.signed(agents[n]['responsiveness']['mean'])}" for n in refs
         )
-        + ". Total variation at sensitive / control states (the control states are the probe's floor): "
+        + ". Total variation at sensitive / control states (at control states no budget asks for another move, and the "
+        "budgets compared are the smallest and the largest shown, a larger change of the prompt than a sensitive "
+        "pair's): "
         + "; ".join(f"{n} {tv(n, 'tv_sensitive')} / {tv(n, 'tv_control')}" for n in model_names)
         + ".",
     ]

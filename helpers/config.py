@@ -153,11 +153,23 @@ class FrozenLakeConfig:
         le=100.0,
         omit_default=True,
     )
+    select_min_mix_gap: float = knob(
+        0.0,
+        "map selection (issue 26): keep only maps where reading the budget is worth at least this many points to an "
+        "agent trained on BudgetMix's budget mix (the budget-aware optimum minus a blind policy tuned to the mix, "
+        "both averaged over the mix, by DP: frozenlake.mix_gap); with select_min_gap, a map must pass both; 0 is off "
+        "(needs is_slippery)",
+        ge=0.0,
+        le=100.0,
+        omit_default=True,
+    )
 
     def check(self, key: str) -> None:
-        if self.select_min_gap > 0 and not self.is_slippery:
-            raise ConfigError(f"{key}.select_min_gap: {_show(self.select_min_gap)} needs is_slippery: true (on "
-                              "deterministic ice no map has a budget-awareness gap)", f"{key}.select_min_gap")  # fmt: skip
+        for name in ("select_min_gap", "select_min_mix_gap"):
+            value = getattr(self, name)
+            if value > 0 and not self.is_slippery:
+                raise ConfigError(f"{key}.{name}: {_show(value)} needs is_slippery: true (on deterministic ice no "
+                                  "map has a budget-awareness gap)", f"{key}.{name}")  # fmt: skip
 
 
 # The settings of the environments other than FrozenLake (`env.extra.<name>`): the keyword arguments of each one's

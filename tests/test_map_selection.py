@@ -15,7 +15,7 @@ from helpers.config import ConfigError
 from helpers.envs import Task, load_tasks, settings
 from helpers.envs import frozenlake as fl
 
-SELECT = (True, 0.75, 8, 10.0)  # configs/cpu_budget.yaml: slip 0.75, T_max 8, select_min_gap 10
+SELECT = (True, 0.75, 8, 10.0, 0.0)  # slip 0.75, T_max 8, select_min_gap 10, no mix rule
 
 
 def _task(desc, rate: float = 0.75, t_max: int = 8) -> Task:
@@ -136,10 +136,70 @@ def test_a_map_with_a_risky_short_route_has_a_gap_and_an_open_field_almost_none(
 
 def test_an_impossible_selection_fails_naming_the_knob():
     with pytest.raises(ValueError, match=r"lower env\.frozenlake\.select_min_gap"):
-        fl.map_sets(2, 0.0, 1, 1, 0, (True, 0.75, 4, 50.0))
+        fl.map_sets(2, 0.0, 1, 1, 0, (True, 0.75, 4, 50.0, 0.0))
 
 
 def test_notebook_00_names_the_selection_only_where_it_is_on():
     for profile, named in (("cpu", False), ("cpu_budget", True)):
         text = testbed.describe(config.load(profile), [], [_task(["SG"])])
         assert ("select_min_gap" in text) is named, profile
+
+
+def test_the_mix_gap_is_what_a_blind_agent_trained_on_the_mix_leaves_by_brute_force():
+    """On small maps (at most 8 movable squares) the mix gap's blind policy is checked against every deterministic
+    policy: the gap is never below the brute-force one (a local optimum can only leave more), and equal on these."""
+    from helpers.envs.frozenlake import _optimal_q, dynamics, start_state
+
+    checked = 0
+    for seed in range(200):
+        desc = fl.random_map(3, 0.2, seed)
+        if desc is None:
+            continue
+        task = _task(desc, rate=0.6, t_max=6)
+        try:
+            _, best = headroom.brute_force_blind(task, headroom.budgetmix_mix(6))
+        except ValueError:
+            continue
+        d, slippery, rate = dynamics(task)
+        q = _optimal_q(d, 6, 1.0, slippery, rate)
+        mix = headroom.budgetmix_mix(6)
+        optimum = sum(p * q[T, start_state(d)].max() for T, p in mix.items())
+        exact = 100 * (optimum - best)
+        assert fl.mix_gap(task) >= exact - 1e-9
+        assert fl.mix_gap(task) == pytest.approx(exact, abs=1e-6), desc
+        checked += 1
+        if checked == 12:
+            break
+    assert checked == 12
+
+
+def test_the_mix_rule_keeps_maps_worth_reading_the_budget_on_and_its_prefilter_is_an_upper_bound():
+    risky = _task(["FFFF", "FFFF", "FSFG", "HHFF"], rate=0.6)
+    open_field = _task(["SFFF", "FFFF", "FFFF", "FFFG"], rate=0.6)
+    for task in (risky, open_field):
+        assert (
+            fl.mix_gap(task, (2,)) >= fl.mix_gap(task) - 1e-9
+        )  # one start leaves at least the full search's gap
+    assert fl.mix_gap(open_field) < 1
+    rule = (True, 0.6, 8, 0.0, 4.0)
+    kept = fl.map_sets(4, 0.25, 4, 4, 0, rule)
+    for desc in kept["train"] + kept["test"]:
+        assert fl.mix_gap(_task(desc, rate=0.6)) >= 4.0
+    with pytest.raises(ConfigError, match=r"select_min_mix_gap: .*needs is_slippery"):
+        config.load("cpu", env={"frozenlake": {"is_slippery": False, "select_min_mix_gap": 5.0}})
+
+
+def test_selected_map_sets_are_kept_on_disk_and_read_back(tmp_path, monkeypatch):
+    monkeypatch.setenv("KIT_RESULTS", str(tmp_path))
+    rule = (True, 0.75, 8, 10.0, 0.0)
+    fl.map_sets.cache_clear()
+    first = fl.map_sets(4, 0.2, 3, 2, 5, rule)
+    files = list(fl.map_cache_dir().glob("*.json"))
+    assert len(files) == 1 and fl.map_cache_dir().is_relative_to(tmp_path)
+    fl.map_sets.cache_clear()
+    assert fl.map_sets(4, 0.2, 3, 2, 5, rule) == first  # read back, not drawn
+    files[0].write_text("{not json")  # a damaged file is drawn again and replaced
+    fl.map_sets.cache_clear()
+    assert fl.map_sets(4, 0.2, 3, 2, 5, rule) == first
+    assert json.loads(files[0].read_text())["test"] == [list(d) for d in first["test"]]
+    fl.map_sets.cache_clear()

@@ -18,9 +18,15 @@ from __future__ import annotations
 
 import copy
 import functools
+import hashlib
+import inspect
+import json
+import os
 import re
 from collections import deque
 from collections.abc import Sequence
+from importlib import metadata
+from pathlib import Path
 
 import numpy as np
 from gymnasium.envs.toy_text.frozen_lake import FrozenLakeEnv as GymFrozenLake
@@ -28,6 +34,7 @@ from gymnasium.envs.toy_text.frozen_lake import generate_random_map
 from gymnasium.utils import seeding
 
 from helpers.budget import budget_at, statement
+from helpers.budget import budgetmix_candidates as budget_candidates
 from helpers.envs.base import StepResult, Task, check_split, seeded_subset
 
 ACTIONS = ("Left", "Down", "Right", "Up")  # gymnasium's order: LEFT=0 DOWN=1 RIGHT=2 UP=3
@@ -284,16 +291,41 @@ def budget_gaps(task: Task, fractions: Sequence[float] = SELECT_FRACTIONS) -> np
     return np.array([100.0 * (q[T, start].max() - curve[T - 1]) for T in budgets])
 
 
-def selected(desc: tuple[str, ...], select: tuple[bool, float, int, float] | None) -> bool:
-    """Whether a generated map passes the selection `(is_slippery, success_rate, t_max, min_gap)`: its mean
-    `budget_gaps` over `SELECT_FRACTIONS` is at least min_gap points (None: no selection, every map passes)."""
+def mix_gap(task: Task, starts: Sequence[int] | None = None) -> float:
+    """The budget-awareness gap of one map against BudgetMix's budget mix, in points: the optimum's success minus
+    that of a budget-blind policy tuned to the mix (every `budget.budgetmix_candidates(T_max)` equally likely), both
+    averaged over the mix. It is what an agent trained on the mix gains by reading the budget at all: a blind agent
+    can rush or be careful, not both. The blind policy is the best local optimum coordinate ascent reaches from the
+    greedy policies on the optimum's Q* at the horizons `starts` (default: a quarter, half and all of T_max), so the
+    gap can only be overstated against `helpers.headroom.best_blind_policy`'s fuller search (more starts)."""
+    desc, slippery, rate = dynamics(task)
+    t_max = int(task.t_max)
+    cands = budget_candidates(t_max)
+    weights = horizon_weights({T: 1.0 / len(cands) for T in cands})
+    q = _optimal_q(desc, t_max, 1.0, slippery, rate)
+    start = start_state(desc)
+    horizons = sorted(set(starts or (max(1, t_max // 4), max(1, t_max // 2), t_max)))
+    best = max(coordinate_ascent(task, q[h].argmax(axis=1), weights)[1] for h in horizons)
+    optimum = float(sum(w * q[h + 1, start].max() for h, w in enumerate(weights)))
+    return 100.0 * (optimum - best)
+
+
+def selected(desc: tuple[str, ...], select: tuple[bool, float, int, float, float] | None) -> bool:
+    """Whether a generated map passes the selection `(is_slippery, success_rate, t_max, min_gap, min_mix_gap)`:
+    its mean `budget_gaps` over `SELECT_FRACTIONS` is at least min_gap points and its `mix_gap` at least
+    min_mix_gap (a rule at 0 is off; None: no selection, every map passes). The mix gap is tried first from the
+    shortest horizon alone, an upper bound of the full search's gap, so most maps are rejected by one ascent."""
     if select is None:
         return True
-    slippery, rate, t_max, min_gap = select
+    slippery, rate, t_max, min_gap, min_mix_gap = select
     task = Task(
         "select", "frozenlake", {"desc": list(desc), "is_slippery": slippery, "success_rate": rate}, t_max
     )
-    return bool(budget_gaps(task).mean() >= min_gap)
+    if min_mix_gap > 0 and (
+        mix_gap(task, (max(1, t_max // 4),)) < min_mix_gap or mix_gap(task) < min_mix_gap
+    ):
+        return False
+    return not min_gap > 0 or bool(budget_gaps(task).mean() >= min_gap)
 
 
 def shortest_path(desc: tuple[str, ...] | list[str]) -> int | None:
@@ -339,6 +371,31 @@ def random_map(size: int, hole_p: float, seed: int) -> tuple[str, ...] | None:
 _SPLIT_OFFSET = {"test": 0, "train": 50_000_000}
 
 
+def _selection_code() -> str:
+    """What a selected map set depends on besides its arguments: the source of every function that draws or judges
+    a map, and gymnasium's version (its generator and transition table)."""
+    fns = (
+        random_map,
+        shortest_path,
+        selected,
+        budget_gaps,
+        mix_gap,
+        coordinate_ascent,
+        blind_success,
+        _optimal_q,
+        _draw_sets,
+    )
+    src = "".join(inspect.getsource(getattr(f, "__wrapped__", f)) for f in fns)
+    return hashlib.sha256((src + metadata.version("gymnasium")).encode()).hexdigest()
+
+
+def map_cache_dir() -> Path:
+    """Where selected map sets are kept across processes: `<results root>/_cache/frozenlake-maps` (the results
+    root as `helpers.store.results_root` reads it; this module sits below `store` and cannot import it)."""
+    root = Path(os.environ.get("KIT_RESULTS", Path(__file__).resolve().parents[2] / "results"))
+    return root / "_cache" / "frozenlake-maps"
+
+
 @functools.lru_cache(maxsize=16)
 def map_sets(
     size: int,
@@ -346,16 +403,52 @@ def map_sets(
     n_train: int,
     n_test: int,
     map_seed: int,
-    select: tuple[bool, float, int, float] | None = None,
+    select: tuple[bool, float, int, float, float] | None = None,
 ) -> dict[str, list[tuple]]:
     """Disjoint train and test map sets, deduplicated by the rendered map (checked, not assumed).
 
-    With `select = (is_slippery, success_rate, t_max, min_gap)` (`env.frozenlake.select_min_gap` > 0) a generated
+    With `select = (is_slippery, success_rate, t_max, min_gap, min_mix_gap)` (`env.frozenlake.select_min_gap` or
+    `select_min_mix_gap` > 0) a generated
     map is kept only if it passes `selected`, the same rule for both splits, before deduplication; each split still
-    draws from its own seed stream, so the two stay disjoint.
+    draws from its own seed stream, so the two stay disjoint. Selection costs about 40 ms of CPU per kept map, in
+    every process that needs the maps (a notebook's kernel, each RL worker), so a selected set is also kept on disk
+    (`map_cache_dir`), named by the hash of its arguments and of the code that draws and judges maps
+    (`_selection_code`): a changed rule or gymnasium version draws afresh. Written to a temporary name and renamed,
+    so concurrent processes never read half a file.
     """
+    if select is None:
+        return _draw_sets(size, hole_p, n_train, n_test, map_seed, None)
+    key = json.dumps([size, hole_p, n_train, n_test, map_seed, list(select), _selection_code()])
+    path = map_cache_dir() / f"{hashlib.sha256(key.encode()).hexdigest()[:16]}.json"
+    if path.exists():
+        try:
+            stored = json.loads(path.read_text())
+            return {split: [tuple(d) for d in stored[split]] for split in ("train", "test")}
+        except (json.JSONDecodeError, KeyError, TypeError):
+            pass  # a damaged cache file is drawn again and replaced
+    sets = _draw_sets(size, hole_p, n_train, n_test, map_seed, select)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps({split: [list(d) for d in maps] for split, maps in sets.items()}))
+    os.replace(tmp, path)
+    return sets
+
+
+def _draw_sets(
+    size: int,
+    hole_p: float,
+    n_train: int,
+    n_test: int,
+    map_seed: int,
+    select: tuple[bool, float, int, float, float] | None,
+) -> dict[str, list[tuple]]:
+    """`map_sets` drawn from the generator (no cache)."""
     base = map_seed * 100_000_000
-    rule = "" if select is None else f" passing env.frozenlake.select_min_gap = {select[3]}"
+    rule = (
+        ""
+        if select is None
+        else f" passing the selection (select_min_gap {select[3]}, select_min_mix_gap {select[4]})"
+    )
     test: dict[str, tuple] = {}
     seed = base + _SPLIT_OFFSET["test"]
     while len(test) < n_test:
@@ -364,7 +457,7 @@ def map_sets(
         if select is not None and seed - base - _SPLIT_OFFSET["test"] > 200 * n_test + 1_000:
             raise ValueError(
                 f"frozenlake: only {len(test)} of {n_test} test maps of size {size}{rule} in "
-                f"{seed - base - _SPLIT_OFFSET['test']} generated maps; lower env.frozenlake.select_min_gap"
+                f"{seed - base - _SPLIT_OFFSET['test']} generated maps; lower env.frozenlake.select_min_gap or select_min_mix_gap"
             )
         if desc is not None and selected(desc, select):
             test.setdefault(render(desc, start_state(desc)), desc)
@@ -378,7 +471,7 @@ def map_sets(
             raise ValueError(
                 f"frozenlake: could not find {n_train} distinct training maps of size {size}{rule} disjoint from "
                 f"the test maps; lower env.frozenlake.n_train or raise env.frozenlake.size"
-                + ("" if select is None else " or lower env.frozenlake.select_min_gap")
+                + ("" if select is None else " or lower env.frozenlake.select_min_gap or select_min_mix_gap")
             )
         if desc is None:
             continue
@@ -434,22 +527,31 @@ class FrozenLakeEnv:
         n_test: int = 100,
         map_seed: int = 0,
         select_min_gap: float = 0.0,
+        select_min_mix_gap: float = 0.0,
     ) -> list[Task]:
         """Tasks of one split; with `n`, a seeded subset of it (the whole split keeps its stored order).
 
         `select_min_gap` > 0 keeps only maps whose budget-awareness gap (`budget_gaps` at 25 / 50 / 75 % of
-        `t_max`, on the task's dynamics) averages at least that many points, in both splits (`map_sets`)."""
+        `t_max`, on the task's dynamics) averages at least that many points, and `select_min_mix_gap` > 0 only maps
+        whose `mix_gap` (against a blind policy tuned to BudgetMix's mix) is at least that many, in both splits
+        (`map_sets`)."""
         check_split(split, "frozenlake")
         if source != "bundled":
             raise ValueError("frozenlake maps are generated locally; source must be 'bundled'")
         select = None
-        if select_min_gap > 0:
+        if select_min_gap > 0 or select_min_mix_gap > 0:
             if not is_slippery:
                 raise ValueError(
-                    "frozenlake: select_min_gap needs slippery ice (is_slippery: true); on deterministic ice a "
+                    "frozenlake: select_min_gap and select_min_mix_gap need slippery ice (is_slippery: true); on deterministic ice a "
                     "blind policy along a shortest path is optimal at every budget, so no map has a gap"
                 )
-            select = (bool(is_slippery), float(success_rate), int(t_max), float(select_min_gap))
+            select = (
+                bool(is_slippery),
+                float(success_rate),
+                int(t_max),
+                float(select_min_gap),
+                float(select_min_mix_gap),
+            )
         maps = map_sets(size, hole_p, n_train, n_test, map_seed, select)[split]
         return [
             Task(

@@ -25,7 +25,7 @@ def roster(monkeypatch):
 
 def test_the_roster_has_a_sharpened_twin_of_every_rl_seed(roster):
     cfg, agents = roster
-    for mode, method in controls.MODE_NAMES.items():
+    for method in controls.MODE_NAMES.values():
         for k in cfg.train.seeds:
             rl, twin = agents[f"{method}-s{k}"], agents[f"{method}-s{k}-sharp"]
             assert twin.path == rl.path and rl.temperature is None

@@ -78,7 +78,7 @@ def evaluate(cfg: Config, out: store.Run) -> Evaluation:
     for k, group in groups.items():
         frames = evaluation.evaluate_cells(group, cfg.env.name, {(f, b): (ts, b) for (f, b), ts in cells.items()},
                                            cfg.eval.n_samples, sampling, seed=controls.stream(cfg.seed + 1000, k),
-                                           records=records)  # fmt: skip
+                                           records=records, require_seed=True)  # fmt: skip
         parts += [frames[(f, b)].assign(fraction=f) for f, b in cells]
     df = pd.concat(parts, ignore_index=True)
     return Evaluation(tasks, cells, controls.methods([n for g in groups.values() for n in g]), df)

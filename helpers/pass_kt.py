@@ -105,7 +105,8 @@ def evaluate(cfg: Config, sw: Sweep, out: store.Run) -> pd.DataFrame:
     parts = []
     for k, group in (sw.groups or {0: sw.agents}).items():
         frames = evaluation.evaluate_cells(group, cfg.env.name, cells, cfg.sweep.n_samples, sampling,
-                                           seed=controls.stream(cfg.seed + 3000, k), records=records)  # fmt: skip
+                                           seed=controls.stream(cfg.seed + 3000, k), records=records,
+                                           require_seed=True)  # fmt: skip
         parts += [frames[(T, b)].assign(budget=T) for T, b in cells]
     return pd.concat(parts, ignore_index=True)
 

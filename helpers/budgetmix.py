@@ -1,5 +1,11 @@
 """Notebook 02's analysis: BudgetMix against full-budget GRPO at 25 / 50 / 75 / 100 % of T_max, each RL method
-against the sharpened base (the control for plain sharpening), and R_single under both.
+against the sharpened base (the control for plain sharpening) and, symmetrically, each RL method decoded as the
+sharpened base is against it (`controls`: same rule, same temperature), and R_single under both.
+
+Every RL seed k has its own evaluation group (`controls.by_seed`): the base and the sharpened base evaluated anew
+on draws seeded by k, beside GRPO's and BudgetMix's seed k on the same draws, so the seed differences d_k are
+independent replicates. Each comparison's verdict is the paired t-interval over them (`metrics.paired_difference`)
+with the minimum detectable effect at 80 % power beside it; the crossed bootstrap intervals stay in the tables.
 
 How BudgetMix draws its budgets in training is `helpers.budget`; this module evaluates what it trained. `evaluate`
 rolls out the roster on the test tasks; `success_table`, `gain_table` and `r_single_curves` are the notebook's
@@ -30,7 +36,10 @@ COMPARISONS = {
     "grpo - sharp": ("grpo", "sharp"),
     "budgetmix - sharp": ("budgetmix", "sharp"),
     "grpo - base": ("grpo", "base"),
+    "grpo-sharp - sharp": ("grpo-sharp", "sharp"),  # the symmetric control: both at the sharpened temperature
+    "budgetmix-sharp - sharp": ("budgetmix-sharp", "sharp"),
 }
+POWER = 0.8  # the power at which every minimum detectable effect is stated
 
 
 @dataclass
@@ -56,17 +65,23 @@ def sharpening_table(sharp: dict) -> pd.Series:
 
 
 def evaluate(cfg: Config, out: store.Run) -> Evaluation:
-    """Base, sharpened base and every RL seed of GRPO and BudgetMix on `eval.n_tasks` test tasks at each of
-    `eval.budget_fractions` of each task's T_max (records in `eval_records`: an interrupted evaluation resumes)."""
+    """Every RL seed's group (`controls.by_seed`: base, sharpened base, GRPO and BudgetMix of that seed, each also
+    decoded as the sharpened base) on `eval.n_tasks` test tasks at each of `eval.budget_fractions` of each task's
+    T_max, the group's draws seeded by its RL seed (`controls.stream`); records in `eval_records` (an interrupted
+    evaluation resumes)."""
     tasks = load_tasks(cfg.env.name, "test", n=cfg.eval.n_tasks, seed=cfg.seed, **settings(cfg))
     cells = budget.fraction_cells(tasks, cfg.eval.budget_fractions)  # (fraction, budget) -> tasks
-    agents = controls.agents(cfg)
+    groups = controls.by_seed(controls.agents(cfg))
     sampling = Sampling.from_config(cfg.sampling)
-    frames = evaluation.evaluate_cells(agents, cfg.env.name, {(f, b): (ts, b) for (f, b), ts in cells.items()},
-                                       cfg.eval.n_samples, sampling, seed=cfg.seed + 1000,
-                                       records=out.records("eval_records"))  # fmt: skip
-    df = pd.concat([frames[(f, b)].assign(fraction=f) for f, b in cells], ignore_index=True)
-    return Evaluation(tasks, cells, controls.methods(agents), df)
+    records = out.records("eval_records")
+    parts = []
+    for k, group in groups.items():
+        frames = evaluation.evaluate_cells(group, cfg.env.name, {(f, b): (ts, b) for (f, b), ts in cells.items()},
+                                           cfg.eval.n_samples, sampling, seed=controls.stream(cfg.seed + 1000, k),
+                                           records=records, require_seed=True)  # fmt: skip
+        parts += [frames[(f, b)].assign(fraction=f) for f, b in cells]
+    df = pd.concat(parts, ignore_index=True)
+    return Evaluation(tasks, cells, controls.methods([n for g in groups.values() for n in g]), df)
 
 
 def success_table(ev: Evaluation, n_boot: int = 1000, ci: float = 0.95, seed: int = 0) -> pd.DataFrame:
@@ -88,19 +103,52 @@ def success_figure(cfg: Config, ev: Evaluation, table: pd.DataFrame) -> plt.Figu
     return plots.budget_bars(table.rename(columns={"method": "model"}), bound, cfg.eval.ci)
 
 
+def comparisons(ev: Evaluation) -> dict[str, tuple[str, str]]:
+    """The `COMPARISONS` whose methods were both evaluated (a roster without BudgetMix, say, has fewer)."""
+    return {c: (a, b) for c, (a, b) in COMPARISONS.items() if ev.methods.get(a) and ev.methods.get(b)}
+
+
 def gain_table(ev: Evaluation, n_boot: int = 1000, ci: float = 0.95, seed: int = 0) -> pd.DataFrame:
     """Each of `COMPARISONS` per fraction, in points; intervals resample the tasks jointly (paired) and each
-    method's seeds separately."""
+    method's seeds separately; beside them the verdict paired by seed (`metrics.paired_difference`: `t_low`,
+    `t_high`, `excludes_zero`, the minimum detectable effect `mde_points` at `POWER` and the seed differences
+    `per_seed_diff`)."""
     per_task = ev.per_task
-    gains = pd.concat(
-        [
-            metrics.method_difference(per_task, ev.methods[a], ev.methods[b], "success", ["fraction"], 100,
-                                      n_boot, ci, seed)
-            .rename(columns={"difference": "gain_points"})
-            .assign(comparison=name)
-            for name, (a, b) in COMPARISONS.items()
-        ]
-    )  # fmt: skip
+    parts = []
+    for name, (a, b) in comparisons(ev).items():
+        boot = metrics.method_difference(
+            per_task, ev.methods[a], ev.methods[b], "success", ["fraction"], 100, n_boot, ci, seed
+        ).rename(columns={"difference": "gain_points"})
+        t = metrics.paired_difference(
+            per_task, ev.methods[a], ev.methods[b], "success", ["fraction"], 100, ci, POWER
+        )
+        t = t.rename(
+            columns={
+                "low": "t_low",
+                "high": "t_high",
+                "mde": "mde_points",
+                "per_seed": "per_seed_diff",
+                "sd_diff": "sd_diff_points",
+            }
+        )
+        parts.append(
+            boot.merge(
+                t[
+                    [
+                        "fraction",
+                        "t_low",
+                        "t_high",
+                        "excludes_zero",
+                        "mde_points",
+                        "sd_diff_points",
+                        "n_seeds",
+                        "per_seed_diff",
+                    ]
+                ],
+                on="fraction",
+            ).assign(comparison=name)
+        )
+    gains = pd.concat(parts)  # fmt: skip
     gains.insert(0, "budget", gains["fraction"].map(budget.budget_label(ev.cells)))
     return gains
 
@@ -204,7 +252,9 @@ def budget_swap(cfg: Config, out: store.Run) -> BudgetSwap | None:
     None where the environment is not FrozenLake (`SWAP_SKIPPED`)."""
     if cfg.env.name != "frozenlake":
         return None
-    agents = controls.agents(cfg)
+    agents = controls.agents(
+        cfg, symmetric=False
+    )  # a tempered twin's move probabilities are its model's, tempered
     names = [n for n in agents if n != "sharp"]  # the sharpened base is the base's model
     swaps, pool = swap_pool(cfg, agents, names)
     tokenizer = agents["base"].tokenizer()
@@ -259,6 +309,16 @@ def _interval_by_fraction(frame: pd.DataFrame) -> dict[str, list]:
     return {f"{r.fraction:g}": [r.low, r.high] for r in frame.itertuples()}
 
 
+def _paired_by_fraction(frame: pd.DataFrame) -> dict[str, dict]:
+    """A comparison's verdicts paired by seed, per fraction: {diff, low, high, mde, sd_diff, excludes_zero,
+    n_seeds, per_seed} in points."""
+    return {f"{r.fraction:g}": {"diff": float(r.gain_points), "low": float(r.t_low), "high": float(r.t_high),
+                                "mde": float(r.mde_points), "sd_diff": float(r.sd_diff_points),
+                                "excludes_zero": bool(r.excludes_zero), "n_seeds": int(r.n_seeds),
+                                "per_seed": [float(x) for x in r.per_seed_diff]}
+            for r in frame.itertuples()}  # fmt: skip
+
+
 def summary(
     cfg: Config, sharp: dict, ev: Evaluation, table: pd.DataFrame, gains: pd.DataFrame,
     swap: BudgetSwap | None = None,
@@ -268,7 +328,9 @@ def summary(
     budget-swap probe (`swap_metrics`: None where it was not run)."""
     dynamics = store.Run.read_metrics(cfg.results_name, "01_grpo_training")
     rows = {m: table[table["method"] == m] for m in ev.methods}
-    by_comparison = {c: gains[gains["comparison"] == c] for c in COMPARISONS}
+    by_comparison = {
+        c: gains[gains["comparison"] == c] for c in COMPARISONS if (gains["comparison"] == c).any()
+    }
     return {
         "sharpened": sharp,
         "success": {m: _by_fraction(r, "success") for m, r in rows.items()},
@@ -276,6 +338,8 @@ def summary(
         "success_per_seed": {m: _by_fraction(r, "per_seed") for m, r in rows.items()},
         "gains_points": {c: _by_fraction(g, "gain_points") for c, g in by_comparison.items()},
         "gains_ci": {c: _interval_by_fraction(g) for c, g in by_comparison.items()},
+        "gains_paired": {c: _paired_by_fraction(g) for c, g in by_comparison.items()},
+        "power": POWER,
         "upper_bound": {f"{f:g}": v for f, v in upper_bound(cfg, ev).items()},
         "budget_at_fraction": {f"{f:g}": b for f, b in budget.budget_label(ev.cells).items()},
         "r_single_change": {
@@ -332,6 +396,26 @@ def findings(m: dict) -> list[str]:
         + fmt.joined(m["paper"]["budgetmix_minus_grpo_points"], 1, sign=True)
         + ").",
     ]
+    if "gains_paired" in m:
+        lines += paired_findings(m)
+    else:  # a run from before the paired verdicts: the crossed bootstrap's intervals decide
+        lines += _bootstrap_findings(m)
+    rs = {k: v for k, v in m["r_single_change"].items() if measured(v)}
+    if len(rs) == 2:
+        lines.append(
+            f"- **R_single on own states** over training: GRPO {change(rs['grpo'])}, BudgetMix "
+            f"{change(rs['budgetmix'])} (paper: degrades under full-budget RL, stable or better under BudgetMix)."
+        )
+    else:
+        lines.append(
+            f"- **R_single:** not measured: {m.get('env', 'this environment')} has no step oracle "
+            f"({(m.get('step_oracle') or {}).get('oracle_note', 'none declared')})."
+        )
+    return lines + swap_findings(m)
+
+
+def _bootstrap_findings(m: dict) -> list[str]:
+    lines = []
     sides = {f: fmt.side(*v) for f, v in m["gains_ci"]["budgetmix - grpo"].items()}
     above = [f for f, v in sides.items() if v == "above 0"]
     below = [f for f, v in sides.items() if v == "below 0"]
@@ -351,18 +435,62 @@ def findings(m: dict) -> list[str]:
             f"- **{c}:** {gain_cells(m, c)} points: the interval is above 0 (RL beats the sharpened base) at "
             f"{', '.join(beats) or 'no budget'} of T_max."
         )
-    rs = {k: v for k, v in m["r_single_change"].items() if measured(v)}
-    if len(rs) == 2:
+    return lines
+
+
+SHARP_COMPARISONS = {
+    "grpo - sharp": "GRPO against the sharpened base",
+    "budgetmix - sharp": "BudgetMix against the sharpened base",
+    "grpo-sharp - sharp": "GRPO decoded as the sharpened base is, against it (symmetric)",
+    "budgetmix-sharp - sharp": "BudgetMix decoded as the sharpened base is, against it (symmetric)",
+}
+
+
+def paired_cells(m: dict, comparison: str) -> str:
+    """A comparison's verdict paired by seed at every fraction: `25 %: +2.1 [-0.5, +4.7] (contains 0; MDE 5.3)`."""
+    v = m["gains_paired"][comparison]
+    return "; ".join(f"{fmt.number(float(f), 0, scale=100)} %: {fmt.verdict(x)}" for f, x in v.items())
+
+
+def _sides(m: dict, comparison: str) -> tuple[list[str], list[str]]:
+    v = m["gains_paired"][comparison]
+    return ([f for f, x in v.items() if fmt.side(x["low"], x["high"]) == "above 0"],
+            [f for f, x in v.items() if fmt.side(x["low"], x["high"]) == "below 0"])  # fmt: skip
+
+
+def paired_findings(m: dict) -> list[str]:
+    """The verdicts of notebook 02: every comparison paired by seed (the t-interval over the seed differences, each
+    seed with its own base-side draws) with the minimum detectable effect at the design's power beside it; a
+    verdict is the side of 0 the interval lies on, never a comparison of two estimates."""
+    pg = m["gains_paired"]
+    n = (
+        next(iter(pg["budgetmix - grpo"].values()))["n_seeds"]
+        if "budgetmix - grpo" in pg
+        else len(m["seeds"])
+    )
+    above, below = _sides(m, "budgetmix - grpo") if "budgetmix - grpo" in pg else ([], [])
+    lines = []
+    if "budgetmix - grpo" in pg:
         lines.append(
-            f"- **R_single on own states** over training: GRPO {change(rs['grpo'])}, BudgetMix "
-            f"{change(rs['budgetmix'])} (paper: degrades under full-budget RL, stable or better under BudgetMix)."
-        )
-    else:
+            f"  Paired by seed ({n} seeds, each with its own base-side draws; t-interval on the seed differences, "
+            f"MDE at {fmt.percent(m['power'], 0)} power): {paired_cells(m, 'budgetmix - grpo')}. "
+            + (f"The interval is above 0 at {', '.join(above) or 'no budget'} and below 0 at "
+               f"{', '.join(below) or 'no budget'} of T_max; elsewhere this sample cannot decide (an effect below "
+               "the MDE could be missed)." if above or below else
+               "Every interval contains 0: the data cannot decide whether BudgetMix helps at any budget; an effect "
+               "below the MDE could be missed.")
+        )  # fmt: skip
+    for c, label in SHARP_COMPARISONS.items():
+        if c not in pg:
+            continue
+        up, down = _sides(m, c)
         lines.append(
-            f"- **R_single:** not measured: {m.get('env', 'this environment')} has no step oracle "
-            f"({(m.get('step_oracle') or {}).get('oracle_note', 'none declared')})."
-        )
-    return lines + swap_findings(m)
+            f"- **{c}** ({label}): {gain_cells(m, c)} points; paired by seed {paired_cells(m, c)}: the interval is "
+            f"above 0 (RL beats the sharpened base) at {', '.join(up) or 'no budget'}"
+            + (f" and below 0 at {', '.join(down)}" if down else "")
+            + " of T_max."
+        )  # fmt: skip
+    return lines
 
 
 def swap_findings(m: dict) -> list[str]:

@@ -50,8 +50,13 @@ def evaluate_grid(
     trajectories: store.Records | None = None,
     device: str = "cpu",
     max_batch: int = 512,
+    require_seed: bool = False,
 ) -> pd.DataFrame:
     """Success records for every (model, budget) cell; complete cells already in `records` are reused.
+
+    Every record carries the evaluation `seed`; with `require_seed` a cell counts as done only if its records were
+    drawn with this seed (records of another seed, or of none, are dropped and rolled out again): an analysis that
+    gives each RL seed its own stream (`controls.by_seed`) never reuses a cell drawn on another stream.
 
     The same tasks, samples and seeds are used for every model and budget, so comparisons are paired.
     `models` maps a name to an `Agent` (loaded for its cells, then closed), a loaded policy (the caller's: used
@@ -78,10 +83,15 @@ def evaluate_grid(
     counts: dict[tuple, int] = {}
     for r in rows:
         if r["task_id"] in wanted:
-            key = (r["model"], r["budget"], r.get("agent_id"))
+            key = (
+                r["model"],
+                r["budget"],
+                r.get("agent_id"),
+                r.get("seed", seed) if not require_seed else r.get("seed"),
+            )
             counts[key] = counts.get(key, 0) + 1
-    done = {(m, T) for (m, T, a), n in counts.items() if n == expected and ids.get(m) == a}
-    partial = {(m, T) for (m, T, a), n in counts.items() if (m, T) not in done and m in models}
+    done = {(m, T) for (m, T, a, sd), n in counts.items() if n == expected and ids.get(m) == a and sd == seed}
+    partial = {(m, T) for (m, T, a, _), n in counts.items() if (m, T) not in done and m in models}
     if (
         partial
     ):  # cut short (or made by another model): rewrite the file without them (only these tasks' records:
@@ -102,7 +112,7 @@ def evaluate_grid(
                                      step_quality=False, model_name=name)  # fmt: skip
                 if trajectories is not None:
                     trajectories.append([t.to_dict() for t in trajs])
-                records.append([{**trajectory_record(t), "agent_id": ids[name]} for t in trajs])
+                records.append([{**trajectory_record(t), "agent_id": ids[name], "seed": seed} for t in trajs])
                 progress.update(1)
     progress.close()
     df = pd.DataFrame(records.read(require=RECORD_KEYS))

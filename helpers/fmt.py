@@ -87,6 +87,13 @@ def side(lo: float, hi: float) -> str:
     return "above 0" if lo > 0 else "below 0" if hi < 0 else "contains 0"
 
 
+def verdict(v: dict, digits: int = 1, scale: float = 1.0, unit: str = "") -> str:
+    """A paired verdict (`stats.paired_verdict`: diff, low, high, mde): `+2.1 [-0.5, +4.7] (contains 0; MDE 5.3)`,
+    the side of 0 decided by the interval and the minimum detectable effect at the design's power beside it."""
+    est = estimate(v["diff"], (v["low"], v["high"]), digits, scale, signed=True, unit=unit)
+    return f"{est} ({side(v['low'], v['high'])}; MDE {number(v['mde'], digits, scale)})"
+
+
 def joined(values: Sequence[float] | dict, digits: int = 2, **kw) -> str:
     """Values in a row: `0.30 / 0.59 / 0.74 / 0.82` (a dict's values in its order)."""
     vals = values.values() if isinstance(values, dict) else values

@@ -55,7 +55,7 @@ def record(cfg: Config) -> Recorded:
     tasks = load_tasks(cfg.env.name, "test", seed=cfg.seed, **settings(cfg))[: p.n_trajectories]
     n_per_task = max(1, -(-p.n_trajectories // len(tasks)))
     sampling = Sampling.from_config(cfg.sampling)
-    agents = controls.agents(cfg, modes=("full",))
+    agents = controls.agents(cfg, modes=("full",), symmetric=False)  # notebook 06 has no symmetric control
     trajs = {name: evaluate.recorded_trajectories(cfg.results_name, f"likelihood-{name}", agents[name], cfg.env.name,
                                                   tasks, None, n_per_task, sampling, seed=cfg.seed + 6000,
                                                   step_quality=False)

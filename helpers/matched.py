@@ -1,11 +1,16 @@
 """Notebook 04's analysis: matched-state probing. Does RL pick better single actions than the base at the same
 states, and where in a trajectory (normalised depth d_t = t / T_max)?
 
-For every GRPO seed: a pool of matched states drawn equally from the base's and that seed's trajectories on the
-test tasks at the full budget (`probing.matched_pool`); at each state the base, the sharpened base and the RL
-model sample G actions from independent streams and the environment's step oracle scores them
-(`probing.state_quality`). Win rates and mean qualities are means over RL seeds with a seeds-then-states interval
-(`probing.seed_summary`); dead states are counted apart. On an environment without a step oracle nothing is
+For every GRPO seed k: a pool of matched states drawn equally from the base's and that seed's trajectories on the
+test tasks at the full budget (`probing.matched_pool`); at each state the base, the sharpened base, the RL model
+and the RL model decoded as the sharpened base is (`rl_sharp`: the symmetric control, same temperature as the
+sharpened base) sample G actions from independent streams and the environment's step oracle scores them
+(`probing.state_quality`). Everything base-side is drawn per seed (`controls.by_seed`, `controls.stream`): seed
+k's base trajectories, pool and action streams are its own, so seed differences are independent replicates.
+Win rates (with ties and losses) and mean quality differences (ties count as 0, so ties do not cap them) are means
+over RL seeds with a seeds-then-states interval, and each comparison's verdict is the t-interval over the seeds'
+mean differences with the minimum detectable effect at `POWER` beside it (`probing.seed_summary`); dead states are
+counted apart. On an environment without a step oracle nothing is
 probed and `summary` records why (`probing.skipped`).
 
 `probe` computes, `summary` gives the notebook's metrics.json and `findings` reads it back: writer and reader of
@@ -27,7 +32,8 @@ from helpers.envs import load_tasks, settings
 from helpers.policy import Sampling
 
 NOTEBOOK = "04_step_level_probing"
-PAIRS = (("rl", "base"), ("rl", "sharp"), ("sharp", "base"))
+PAIRS = (("rl", "base"), ("rl", "sharp"), ("sharp", "base"), ("rl_sharp", "sharp"))
+POWER = 0.8  # the power at which every minimum detectable effect is stated
 SKIPPED = "matched-state probing needs a step oracle"
 
 
@@ -50,21 +56,43 @@ class Probe:
         return bool(self.oracle["step_oracle"])
 
 
+def roster(cfg: Config) -> dict[str, AgentLike]:
+    """The GRPO roster (`controls.agents`, with the symmetric twins) and every seed's base-side agents under their
+    per-seed names (`controls.by_seed`: `base-s<k>`, `sharp-s<k>`)."""
+    agents = controls.agents(cfg, modes=("full",))
+    return agents | {n: a for g in controls.by_seed(agents).values() for n, a in g.items()}
+
+
+def rl_seed(name: str) -> int | None:
+    """The RL seed of a roster name (`grpo-s1`, `base-s1` -> 1)."""
+    return controls.rl_seed_of(name)
+
+
 def recorded(cfg: Config, agents: dict[str, AgentLike], tasks: list, name: str) -> list:
-    """Agent `name`'s probing trajectories, two per test task at each task's own T_max (shared with notebook 05)."""
+    """Agent `name`'s probing trajectories, two per test task at each task's own T_max (shared with notebook 05),
+    on the draws of its RL seed (`controls.stream`: `base-s1` and `grpo-s1` share them, `base-s0` has its own)."""
     sampling = Sampling.from_config(cfg.sampling)
+    k = rl_seed(name)
+    seed = cfg.seed + 4000 if k is None else controls.stream(cfg.seed + 4000, k)
     return evaluate.recorded_trajectories(cfg.results_name, f"probe-{name}", agents[name], cfg.env.name, tasks,
-                                          None, 2, sampling, seed=cfg.seed + 4000)  # fmt: skip
+                                          None, 2, sampling, seed=seed)  # fmt: skip
 
 
 def roles(name: str) -> tuple[tuple[str, str], ...]:
-    """(role, agent) of the three policies compared at a pool of RL seed `name`."""
-    return (("base", "base"), ("sharp", "sharp"), ("rl", name))
+    """(role, agent) of the four policies compared at the pool of RL seed `name`: that seed's base and sharpened
+    base (`base-s<k>`, `sharp-s<k>`), the RL model and the RL model decoded as the sharpened base is."""
+    k = rl_seed(name)
+    return (
+        ("base", f"base-s{k}"),
+        ("sharp", f"sharp-s{k}"),
+        ("rl", name),
+        ("rl_sharp", controls.sharp_name(name)),
+    )
 
 
 def by_agent(pools: dict[str, list]) -> dict[str, list[tuple[str, str]]]:
-    """Agent -> the (pool, role) pairs it plays, so each agent is opened once for all of its pools (the base and
-    the sharpened base play in every pool, an RL seed in its own)."""
+    """Agent -> the (pool, role) pairs it plays, so each agent is opened once for all of its pools (each agent plays
+    in its own seed's pool)."""
     out: dict[str, list[tuple[str, str]]] = {}
     for name in pools:
         for role, agent in roles(name):
@@ -75,9 +103,12 @@ def by_agent(pools: dict[str, list]) -> dict[str, list[tuple[str, str]]]:
 def quality_table(
     agents: dict[str, AgentLike], pools: dict[str, list], g: int, cfg: Config, seed: int
 ) -> pd.DataFrame:
-    """Per state of every seed's pool: each role's mean oracle quality over its G actions, sampled with `seed`
-    (each policy draws from its own stream, so the order in which the agents are opened changes nothing)."""
-    sampling = Sampling.from_config(cfg.sampling, seed=seed)
+    """Per state of every seed's pool: each role's mean oracle quality over its G actions, sampled with the pool's
+    RL seed's stream of `seed` (`controls.stream`; each policy draws from its own stream, so the order in which the
+    agents are opened changes nothing)."""
+    sampling = {
+        name: Sampling.from_config(cfg.sampling, seed=controls.stream(seed, rl_seed(name))) for name in pools
+    }
     quality: dict = {}  # (pool, role) -> [n_states, g] qualities
     for agent, plays in by_agent(pools).items():
         with opened_on_demand(agents[agent]) as policy:  # one model at a time, loaded only if a play needs it
@@ -87,8 +118,8 @@ def quality_table(
                     f"quality-{name}-{role}",
                     agents[agent],
                     pools[name],
-                    [g, repr(sampling)],
-                    lambda name=name: probing.state_quality(policy(), pools[name], g, sampling),
+                    [g, repr(sampling[name])],
+                    lambda name=name: probing.state_quality(policy(), pools[name], g, sampling[name]),
                 )
     tables = [probing.state_table(pool, {role: quality[name, role] for role, _ in roles(name)})
               .assign(rl_seed=int(name.rsplit("-s", 1)[1])) for name, pool in pools.items()]  # fmt: skip
@@ -104,14 +135,15 @@ def probe(cfg: Config, out: store.Run) -> Probe:
     p = cfg.probing
     tasks = load_tasks(cfg.env.name, "test", seed=cfg.seed, **settings(cfg))
     by_id = {t.task_id: t for t in tasks}
-    agents = controls.agents(cfg, modes=("full",))
-    pools = {name: probing.matched_pool(recorded(cfg, agents, tasks, "base"), recorded(cfg, agents, tasks, name),
-                                        by_id, p.n_states, seed=cfg.seed + 4001)
+    agents = roster(cfg)
+    pools = {name: probing.matched_pool(recorded(cfg, agents, tasks, f"base-s{rl_seed(name)}"),
+                                        recorded(cfg, agents, tasks, name), by_id, p.n_states,
+                                        seed=controls.stream(cfg.seed + 4001, rl_seed(name)))
              for name in controls.seeds_of(agents, "grpo")}  # fmt: skip
     per_state = quality_table(agents, pools, p.g, cfg, cfg.seed + 4002)
     out.write_table("per_state_quality", per_state)
     boot = (cfg.eval.n_bootstrap, cfg.eval.ci, cfg.seed)
-    seeds = probing.seed_summary(per_state, list(PAIRS), *boot)
+    seeds = probing.seed_summary(per_state, list(PAIRS), *boot, target_power=POWER)
     depth = pd.concat([probing.by_depth(per_state, p.depth_bins, a, b).assign(comparison=f"{a} vs {b}")
                        for a, b in PAIRS[:2]])  # fmt: skip
     out.write_table("by_depth", depth)
@@ -147,11 +179,21 @@ def statement(r: Probe) -> str:
 
 def win_table(r: Probe) -> pd.DataFrame:
     """Per comparison: the fractions of live states better / tied / worse (means over seeds) and the interval of
-    `better`."""
-    rows = {f"{a} vs {b}": {k: r.seeds[f"{a}_vs_{b}"][k] for k in ("better", "tie", "worse")}
-            | dict(zip(("low", "high"), r.seeds[f"{a}_vs_{b}"]["better_ci"], strict=True))
-            for a, b in PAIRS if r.has_oracle}  # fmt: skip
-    return pd.DataFrame(rows)
+    `better`; the mean quality difference (ties count as 0) with its seeds-then-states interval, and its verdict
+    paired by seed (`t_low`, `t_high`) with the minimum detectable effect (`mde`)."""
+    return pd.DataFrame({f"{a} vs {b}": comparison_row(r.seeds[f"{a}_vs_{b}"])
+                         for a, b in PAIRS if r.has_oracle and f"{a}_vs_{b}" in r.seeds})  # fmt: skip
+
+
+def comparison_row(d: dict) -> dict:
+    """One comparison of `probing.seed_summary` as a table column."""
+    row = {k: d[k] for k in ("better", "tie", "worse")} | dict(
+        zip(("low", "high"), d["better_ci"], strict=True)
+    )
+    row |= {"mean_diff": d.get("mean_diff"), "diff_low": d.get("mean_diff_ci", [None])[0],
+            "diff_high": d.get("mean_diff_ci", [None, None])[1]}  # fmt: skip
+    v = d.get("paired") or {}
+    return row | {"t_low": v.get("low"), "t_high": v.get("high"), "mde": v.get("mde")}
 
 
 def figures(r: Probe, ci: float = 0.95) -> dict[str, plt.Figure]:
@@ -179,6 +221,7 @@ def summary(cfg: Config, r: Probe) -> dict:
         "t_max": sorted({t.t_max for t in r.tasks}),
         "seeds": cfg.train.seeds,
         "sharpened_temperature": controls.sharpened(cfg)["temperature"],
+        "power": POWER,
         "paper": {env: paper.value(v) for env, v in paper.MATCHED_STATES_RL_BETTER.items()},
     }
 
@@ -186,6 +229,51 @@ def summary(cfg: Config, r: Probe) -> dict:
 def win(d: dict) -> str:
     """A win rate and its interval in percent: `61.0 % [52.1, 69.3]`."""
     return fmt.entry(d, "better", digits=1, scale=100, unit="%")
+
+
+LABELS = {"rl_vs_base": "RL minus base", "rl_vs_sharp": "RL minus sharpened base",
+          "sharp_vs_base": "sharpened base minus base",
+          "rl_sharp_vs_sharp": "RL decoded as the sharpened base minus the sharpened base"}  # fmt: skip
+
+
+def difference(d: dict) -> str:
+    """A comparison's mean quality difference, paired by seed: `+0.012 [-0.003, +0.027] (contains 0; MDE 0.020)`."""
+    v = d.get("paired")
+    return fmt.verdict(v, digits=3) if v else fmt.MISSING
+
+
+def difference_findings(m: dict, key: str = "matched_states", where: str = "live states") -> list[str]:
+    """The mean quality differences of every comparison (ties count as 0, so ties do not cap them) with their
+    verdicts paired by seed and the MDE, the shares of wins, ties and losses, and the symmetric control: RL decoded
+    as the sharpened base is against it. A verdict is the side of 0 of the paired interval."""
+    s = m[key]
+    pairs = [k for k in LABELS if k in s]
+    n = s["n_seeds"]
+    lines = [
+        f"- **Mean quality difference** at {where} (a tie counts as 0; paired by seed: t-interval over the {n} seeds' "
+        f"means, each seed with its own base-side draws, MDE at {fmt.percent(m['power'], 0)} power): "
+        + "; ".join(f"{LABELS[k]} {difference(s[k])}" for k in pairs)
+        + ". Wins / ties / losses: "
+        + "; ".join(f"{k.replace('_vs_', ' vs ')} {fmt.percent(s[k]['better'])} / {fmt.percent(s[k]['tie'])} / "
+                    f"{fmt.percent(s[k]['worse'])}" for k in pairs)
+        + ".",
+    ]  # fmt: skip
+    sym = s.get("rl_sharp_vs_sharp")
+    if sym is not None and sym.get("paired"):
+        v = sym["paired"]
+        reading = {"above 0": "RL's steps are better than the sharpened base's when both are decoded alike: a "
+                              "per-step gain beyond sharpening",
+                   "below 0": "the sharpened base's steps are better when both are decoded alike: no per-step gain "
+                              "beyond sharpening"}.get(fmt.side(v["low"], v["high"]),
+                                                       "decoded alike, this sample cannot tell RL's per-step gain from "
+                                                       "sharpening (an effect below the MDE could be missed)")  # fmt: skip
+        lines.append(
+            f"- **Symmetric control** (RL decoded at the sharpened base's temperature "
+            f"{m['sharpened_temperature']:g}, against the sharpened base): better at {win(sym)}, tie "
+            f"{fmt.percent(sym['tie'])}, worse {fmt.percent(sym['worse'])}; mean difference {difference(sym)}: "
+            f"{reading}."
+        )
+    return lines
 
 
 def findings(m: dict) -> list[str]:
@@ -229,6 +317,8 @@ def findings(m: dict) -> list[str]:
         sharp = "this sample cannot tell RL's per-step gain from sharpening."
     lines.append(f"- **The paper's claim** (RL is not uniformly better at single steps): {verdict}; against the "
                  f"sharpened base {sharp}")  # fmt: skip
+    if (s["rl_vs_base"].get("paired") or None) is not None:
+        lines += difference_findings(m)
     rows = [r for r in m["by_depth"] if r["comparison"] == "rl vs base"]
     if rows:
         lines.append("- **By depth d_t** (RL better than base, live states): "

@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import norm
 
+from helpers import stats
 from helpers.envs.base import Task, env_class
 
 # -------------------------------------------------------------------------------------- the pass@k estimator
@@ -454,6 +455,35 @@ def method_difference(
         rows.append({**dict(zip(by, key, strict=True)), "difference": point, "low": low, "high": high,
                      "per_seed_a": [round(scale * float(v), 3) for v in np.nanmean(arrays["a"], axis=1)],
                      "per_seed_b": [round(scale * float(v), 3) for v in np.nanmean(arrays["b"], axis=1)]})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def seed_task_arrays(cell: pd.DataFrame, a: list[str], b: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """One cell's [n_seeds, n_tasks] arrays of two methods paired by seed (a's k-th name with b's k-th); a method
+    with one name (a base evaluated once for every seed) is repeated for each seed."""
+    arr_a, arr_b = _seed_task(cell, a), _seed_task(cell, b)
+    if arr_b.shape[0] == 1 < arr_a.shape[0]:
+        arr_b = np.repeat(arr_b, arr_a.shape[0], axis=0)
+    if arr_a.shape[0] == 1 < arr_b.shape[0]:
+        arr_a = np.repeat(arr_a, arr_b.shape[0], axis=0)
+    return arr_a, arr_b
+
+
+def paired_difference(
+    per_task: pd.DataFrame, a: list[str], b: list[str], value: str, by: list[str], scale: float = 1.0,
+    ci: float = 0.95, target_power: float = 0.8,
+) -> pd.DataFrame:  # fmt: skip
+    """Per cell of `by`: the paired verdict over RL seeds (`stats.paired_verdict`: a's seed k minus b's seed k,
+    their means over the cell's tasks; t-interval, whether it excludes 0, and the MDE at `target_power` from the
+    design's variance components), scaled by `scale`. Columns: the `by` columns, diff, low, high, se, sd_diff, mde,
+    excludes_zero, n_seeds, per_seed."""
+    rows = []
+    for key, cell in _cells(per_task, by, value):
+        arr_a, arr_b = seed_task_arrays(cell, a, b)
+        v = stats.scaled(stats.paired_verdict(arr_a, arr_b, ci, target_power), scale)
+        rows.append({**dict(zip(by, key, strict=True)),
+                     **{k: v[k] for k in ("diff", "low", "high", "se", "sd_diff", "mde", "excludes_zero",
+                                          "n_seeds", "per_seed")}})  # fmt: skip
     return pd.DataFrame(rows)
 
 

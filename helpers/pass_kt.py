@@ -5,16 +5,22 @@ boundary at every K, and does its advantage grow with the turn budget T (and shr
 `heatmaps` are the notebook's tables and figures; `summary` is notebook 03's metrics.json and `findings` what the
 notebook says about it. T is counted in turns where every test task has the same T_max, and in percent of each
 task's own T_max where they differ (BFCL).
+
+Each RL seed k has its own evaluation group (`controls.by_seed`: the base and the sharpened base anew, GRPO's and
+BudgetMix's seed k and both decoded as the sharpened base is), sampled on draws seeded by k, so seed differences are
+independent replicates; every gap's verdict is the paired t-interval over them with the minimum detectable effect
+at `POWER` beside it (`metrics.paired_difference`), and whether the RL advantage grows with T is the paired interval
+of (gap at the largest T) - (gap at the smallest T), never a comparison of two estimates.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from helpers import budget, controls, fmt, metrics, plots, store
+from helpers import budget, controls, fmt, metrics, plots, stats, store
 from helpers import evaluate as evaluation
 from helpers.agents import Agent
 from helpers.config import Config
@@ -28,7 +34,10 @@ COMPARISONS = {
     "budgetmix - base": ("budgetmix", "base"),
     "grpo - sharp": ("grpo", "sharp"),
     "budgetmix - sharp": ("budgetmix", "sharp"),
+    "grpo-sharp - sharp": ("grpo-sharp", "sharp"),  # the symmetric control: both at the sharpened temperature
+    "budgetmix-sharp - sharp": ("budgetmix-sharp", "sharp"),
 }
+POWER = 0.8  # the power at which every minimum detectable effect is stated
 HEATMAPS = (("grpo", "base"), ("grpo", "sharp"), ("budgetmix", "base"))
 
 
@@ -42,6 +51,7 @@ class Sweep:
     by_T: dict[int, dict[int, list[Task]]]  # T -> {budget: tasks}
     agents: dict[str, Agent]
     methods: dict[str, list[str]]
+    groups: dict[int, dict[str, Agent]] = field(default_factory=dict)  # RL seed -> its evaluation group
 
     @property
     def same_t_max(self) -> bool:
@@ -66,16 +76,17 @@ class Sweep:
 
 
 def sweep(cfg: Config) -> Sweep:
-    """`sweep.n_tasks` test tasks at each of `sweep.t_fractions` of their T_max, and the roster (base, sharpened
-    base, GRPO's and BudgetMix's RL seeds)."""
+    """`sweep.n_tasks` test tasks at each of `sweep.t_fractions` of their T_max, and the roster in its per-seed
+    groups (`controls.by_seed`)."""
     tasks = load_tasks(cfg.env.name, "test", n=cfg.sweep.n_tasks, seed=cfg.seed, **settings(cfg))
     cells = budget.fraction_cells(tasks, cfg.sweep.t_fractions)
     same_t_max = len({t.t_max for t in tasks}) == 1
     by_T: dict[int, dict[int, list[Task]]] = {}
     for (f, b), ts in cells.items():
         by_T.setdefault(b if same_t_max else round(100 * f), {})[b] = ts
-    agents = controls.agents(cfg)
-    return Sweep(cfg.env.name, tasks, cells, by_T, agents, controls.methods(agents))
+    groups = controls.by_seed(controls.agents(cfg))
+    agents = {n: a for g in groups.values() for n, a in g.items()}
+    return Sweep(cfg.env.name, tasks, cells, by_T, agents, controls.methods(agents), groups)
 
 
 def describe(cfg: Config, sw: Sweep) -> str:
@@ -85,13 +96,19 @@ def describe(cfg: Config, sw: Sweep) -> str:
 
 
 def evaluate(cfg: Config, sw: Sweep, out: store.Run) -> pd.DataFrame:
-    """One batched rollout per (agent, T) of `sweep.n_samples` samples per task (records in `sweep_records`: an
-    interrupted sweep resumes, a finished one is only read)."""
+    """One batched rollout per (agent, T) of `sweep.n_samples` samples per task, each RL seed's group on its own
+    draws (`controls.stream`); records in `sweep_records` (an interrupted sweep resumes, a finished one is only
+    read)."""
     sampling = Sampling.from_config(cfg.sampling)
     cells = {(T, b): (ts, b) for T, cell in sw.by_T.items() for b, ts in cell.items()}
-    frames = evaluation.evaluate_cells(sw.agents, cfg.env.name, cells, cfg.sweep.n_samples, sampling,
-                                       seed=cfg.seed + 3000, records=out.records("sweep_records"))  # fmt: skip
-    return pd.concat([frames[(T, b)].assign(budget=T) for T, b in cells], ignore_index=True)
+    records = out.records("sweep_records")
+    parts = []
+    for k, group in (sw.groups or {0: sw.agents}).items():
+        frames = evaluation.evaluate_cells(group, cfg.env.name, cells, cfg.sweep.n_samples, sampling,
+                                           seed=controls.stream(cfg.seed + 3000, k), records=records,
+                                           require_seed=True)  # fmt: skip
+        parts += [frames[(T, b)].assign(budget=T) for T, b in cells]
+    return pd.concat(parts, ignore_index=True)
 
 
 def per_task_k(df: pd.DataFrame) -> pd.DataFrame:
@@ -168,14 +185,45 @@ def pass_at_t_table(sw: Sweep, pass_t: pd.DataFrame, k: int) -> pd.DataFrame:
 def gaps(
     sw: Sweep, per_task: pd.DataFrame, n_boot: int = 1000, ci: float = 0.95, seed: int = 0
 ) -> pd.DataFrame:
-    """Each of `COMPARISONS` at each T (points), intervals paired over tasks and over each method's seeds."""
-    return pd.concat(
-        [
-            metrics.method_difference(per_task, sw.methods[a], sw.methods[b], "pass", ["T"], 100, n_boot, ci,
-                                      seed).assign(comparison=c)
-            for c, (a, b) in COMPARISONS.items()
-        ]
-    )  # fmt: skip
+    """Each of `COMPARISONS` at each T (points), intervals paired over tasks and over each method's seeds; beside
+    them the verdict paired by seed (`metrics.paired_difference`: `t_low`, `t_high`, `excludes_zero`, `mde` at
+    `POWER`, the seed differences `per_seed_diff`)."""
+    parts = []
+    for c, (a, b) in comparisons(sw).items():
+        boot = metrics.method_difference(
+            per_task, sw.methods[a], sw.methods[b], "pass", ["T"], 100, n_boot, ci, seed
+        )
+        t = metrics.paired_difference(per_task, sw.methods[a], sw.methods[b], "pass", ["T"], 100, ci, POWER)
+        t = t.rename(columns={"low": "t_low", "high": "t_high", "per_seed": "per_seed_diff"})
+        parts.append(
+            boot.merge(
+                t[["T", "t_low", "t_high", "excludes_zero", "mde", "sd_diff", "n_seeds", "per_seed_diff"]],
+                on="T",
+            ).assign(comparison=c)
+        )
+    return pd.concat(parts)  # fmt: skip
+
+
+def comparisons(sw: Sweep) -> dict[str, tuple[str, str]]:
+    """The `COMPARISONS` whose methods were both evaluated."""
+    return {c: (a, b) for c, (a, b) in COMPARISONS.items() if sw.methods.get(a) and sw.methods.get(b)}
+
+
+def paired_by_T(rows: pd.DataFrame) -> dict[str, dict]:
+    """One comparison's verdicts paired by seed per T (`gaps` rows): {diff, low, high, mde, sd_diff, excludes_zero,
+    n_seeds, per_seed}, in points."""
+    return {str(r.T): {"diff": float(r.difference), "low": float(r.t_low), "high": float(r.t_high),
+                       "mde": float(r.mde), "sd_diff": float(r.sd_diff), "excludes_zero": bool(r.excludes_zero),
+                       "n_seeds": int(r.n_seeds), "per_seed": [float(x) for x in r.per_seed_diff]}
+            for r in rows.itertuples()}  # fmt: skip
+
+
+def trend(paired: dict[str, dict], Ts: list[int], ci: float = 0.95) -> dict:
+    """Whether a gap grows with T: the paired verdict (`stats.paired_verdict`) of seed k's gap at the largest T minus
+    its gap at the smallest T (the seed differences of `paired_by_T`), in points."""
+    hi, lo = paired[str(Ts[-1])]["per_seed"], paired[str(Ts[0])]["per_seed"]
+    d = [a - b for a, b in zip(hi, lo, strict=True)]
+    return stats.paired_verdict(d, [0.0] * len(d), ci, POWER) | {"T_min": Ts[0], "T_max": Ts[-1]}
 
 
 def solvable_gaps(
@@ -216,13 +264,16 @@ def summary(cfg: Config, sw: Sweep, g: pd.DataFrame, pass_t: pd.DataFrame, gaps_
             heat: dict[str, pd.DataFrame], solvable_t: tuple[dict, pd.DataFrame] | None = None) -> dict:  # fmt: skip
     """Notebook 03's metrics.json: Pass@T at K = `sweep.pass_t_k` and its gaps with intervals, the gaps along K at
     the largest and smallest T, the upper bound and the sweep's size; with `solvable_t` ((counts, gaps) from
-    `solvable_counts` and `solvable_gaps`), the tasks solvable at each T and the gaps on those tasks only."""
+    `solvable_counts` and `solvable_gaps`), the tasks solvable at each T and the gaps on those tasks only. Every gap
+    also paired by seed (`pass_at_t_gap_paired`, `solvable_gap_paired`: t-interval over the seed differences and
+    the MDE at `power`) and each gap's change from the smallest to the largest T (`trend`)."""
     Ts, k = sw.Ts, cfg.sweep.pass_t_k
-    gap_rows = {c: gaps_t[gaps_t["comparison"] == c] for c in COMPARISONS}
+    gap_rows = {c: gaps_t[gaps_t["comparison"] == c] for c in comparisons(sw)}
+    paired = {c: paired_by_T(g_) for c, g_ in gap_rows.items()}
     extra = {}
     if solvable_t is not None:
         counts, sgaps = solvable_t
-        rows = {c: sgaps[sgaps["comparison"] == c] for c in COMPARISONS}
+        rows = {c: sgaps[sgaps["comparison"] == c] for c in comparisons(sw)}
         extra = {
             "solvable_tasks": {str(T): n for T, n in counts.items()},
             "solvable_gap_points": {
@@ -231,6 +282,7 @@ def summary(cfg: Config, sw: Sweep, g: pd.DataFrame, pass_t: pd.DataFrame, gaps_
             "solvable_gap_ci": {
                 c: {str(r.T): [r.low, r.high] for r in g_.itertuples()} for c, g_ in rows.items()
             },
+            "solvable_gap_paired": {c: paired_by_T(g_) for c, g_ in rows.items()},
         }
     return {
         "pass_at_t": {
@@ -247,6 +299,9 @@ def summary(cfg: Config, sw: Sweep, g: pd.DataFrame, pass_t: pd.DataFrame, gaps_
         "pass_at_t_gap_ci": {
             c: {str(r.T): [r.low, r.high] for r in g_.itertuples()} for c, g_ in gap_rows.items()
         },
+        "pass_at_t_gap_paired": paired,
+        "trend": {c: trend(p, Ts, cfg.eval.ci) for c, p in paired.items()} if len(Ts) > 1 else {},
+        "power": POWER,
         "gap_by_K_at_T_max": {
             name: {str(K): float(h.loc[Ts[-1], K]) for K in h.columns} for name, h in heat.items()
         },
@@ -287,22 +342,48 @@ def findings(m: dict) -> list[str]:
             else "; no structural upper bound (the environment knows none)."
         ),
     ]
+    paired = m.get("pass_at_t_gap_paired")
     for c in g:
-        sides = {T: fmt.side(*ci[c][str(T)]) for T in Ts}
+        if paired is not None:  # the verdict paired by seed
+            v = paired[c]
+            sides = {T: fmt.side(v[str(T)]["low"], v[str(T)]["high"]) for T in Ts}
+        else:  # a run from before the paired verdicts: the crossed bootstrap's intervals decide
+            sides = {T: fmt.side(*ci[c][str(T)]) for T in Ts}
         above = [str(T) for T in Ts if sides[T] == "above 0"]
         below = [str(T) for T in Ts if sides[T] == "below 0"]
+        paired_text = (
+            "; paired by seed " + "; ".join(f"T = {T}: {fmt.verdict(paired[c][str(T)])}" for T in Ts)
+            if paired is not None else ""
+        )  # fmt: skip
         lines.append(
-            f"- **{c}:** {fmt.joined([g[c][str(T)] for T in Ts], 1, sign=True)}; interval above 0 at T = "
-            f"{', '.join(above) or 'none'}" + (f", below 0 at T = {', '.join(below)}" if below else "") + "."
+            f"- **{c}:** {fmt.joined([g[c][str(T)] for T in Ts], 1, sign=True)}{paired_text}; interval above 0 at "
+            f"T = {', '.join(above) or 'none'}"
+            + (f", below 0 at T = {', '.join(below)}" if below else "")
+            + "."
         )
+    if paired is not None:
+        n = paired["grpo - base"][str(Ts[0])]["n_seeds"]
+        lines.append(f"  Paired intervals: t-intervals on the differences of {n} seeds, each seed with its own "
+                     f"base-side draws; MDE: the smallest effect found with {fmt.percent(m['power'], 0)} power.")  # fmt: skip
     if "solvable_tasks" in m:
         lines.append(_solvable_line(m))
     first, last = g["grpo - base"][str(Ts[0])], g["grpo - base"][str(Ts[-1])]
-    lines.append(
-        f"- **The paper's claim** (the RL advantage grows with T and shrinks at small T): GRPO minus base "
-        f"is {fmt.signed(first, 1)} points at T = {Ts[0]} and {fmt.signed(last, 1)} at T = {Ts[-1]}"
-        f" ({'grows' if last > first else 'does not grow'} with T)."
-    )
+    tr = m.get("trend", {}).get("grpo - base")
+    if tr is not None:
+        grows = {"above 0": "it grows with T", "below 0": "it shrinks with T"}.get(
+            fmt.side(tr["low"], tr["high"]), "this sample cannot tell whether it grows with T"
+        )
+        lines.append(
+            f"- **The paper's claim** (the RL advantage grows with T and shrinks at small T): GRPO minus base "
+            f"is {fmt.signed(first, 1)} points at T = {Ts[0]} and {fmt.signed(last, 1)} at T = {Ts[-1]}; the "
+            f"change, paired by seed, {fmt.verdict(tr)}: {grows}."
+        )
+    else:  # a run from before the paired verdicts
+        lines.append(
+            f"- **The paper's claim** (the RL advantage grows with T and shrinks at small T): GRPO minus base "
+            f"is {fmt.signed(first, 1)} points at T = {Ts[0]} and {fmt.signed(last, 1)} at T = {Ts[-1]}"
+            f" ({'grows' if last > first else 'does not grow'} with T)."
+        )
     big = m["gap_by_K_at_T_max"]
     ks = sorted(big["grpo-base"], key=int)
     lines.append(
@@ -317,8 +398,15 @@ def _solvable_line(m: dict) -> str:
     """The gaps on the tasks solvable at all within each T, with where their intervals lie above 0."""
     Ts, sg, sci = m["T_values"], m["solvable_gap_points"], m["solvable_gap_ci"]
 
+    sp = m.get("solvable_gap_paired")
+
     def above(c: str) -> str:
-        return ", ".join(str(T) for T in Ts if fmt.side(*sci[c][str(T)]) == "above 0") or "none"
+        def lies_above(T) -> bool:
+            if sp is not None:  # the verdict paired by seed
+                return fmt.side(sp[c][str(T)]["low"], sp[c][str(T)]["high"]) == "above 0"
+            return fmt.side(*sci[c][str(T)]) == "above 0"
+
+        return ", ".join(str(T) for T in Ts if lies_above(T)) or "none"
 
     counts = fmt.joined([m["solvable_tasks"][str(T)] for T in Ts], 0)
     gaps_ = "; ".join(f"{c} {fmt.joined([sg[c][str(T)] for T in Ts], 1, sign=True)} (interval above 0 at T = "

@@ -24,8 +24,11 @@ PALETTE = {
     "sharp": "#9467bd",
     "grpo": "#1f77b4",
     "budgetmix": "#d62728",
+    "grpo-sharp": "#aec7e8",  # the RL models decoded as the sharpened base is: their method's colour, lighter
+    "budgetmix-sharp": "#ff9896",
     "upper bound": "#2ca02c",
     "rl": "#1f77b4",
+    "rl_sharp": "#aec7e8",
     "gigpo": "#ff7f0e",
     "ppo": "#8c564b",
     "oracle_q": "#17becf",
@@ -110,7 +113,11 @@ def upper_bound(df: pd.DataFrame, t_max: int) -> plt.Figure:
 
 def _color(name: str) -> str | None:
     """The colour of a model or method: its own, else its estimator's (`gigpo+budgetmix-s0` -> gigpo's)."""
+    if name.lower() in PALETTE:
+        return PALETTE[name.lower()]
     key = name.lower().split("-s")[0]
+    if name.lower().endswith("-sharp") and f"{key}-sharp" in PALETTE:  # grpo-s0-sharp -> grpo-sharp's
+        return PALETTE[f"{key}-sharp"]
     return PALETTE.get(key) or PALETTE.get(_algorithm(key))
 
 

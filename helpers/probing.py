@@ -33,6 +33,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import pandas as pd
 
+from helpers import stats
 from helpers.envs import make, require_step_oracle
 from helpers.envs.base import Env, Task
 from helpers.metrics import nested_bootstrap
@@ -298,13 +299,40 @@ def by_depth(df: pd.DataFrame, bins: list[float], a: str = "rl", b: str = "base"
     return pd.DataFrame(rows)
 
 
-def seed_summary(
-    per_state: pd.DataFrame, pairs: list[tuple[str, str]], n_boot: int = 1000, ci: float = 0.95, seed: int = 0
+def differences(df: pd.DataFrame, a: str = "rl", b: str = "base") -> np.ndarray:
+    """Per live state: `a`'s mean quality minus `b`'s (a tie is 0): the unit of the mean quality difference."""
+    live = df[~df["dead"].to_numpy(bool)] if "dead" in df else df
+    return (live[a] - live[b]).to_numpy(dtype=float)
+
+
+def quality_difference(
+    per_seed: list[np.ndarray], n_boot: int = 1000, ci: float = 0.95, seed: int = 0, target_power: float = 0.8
 ) -> dict:
+    """The mean oracle-quality difference of a comparison from each seed's per-state differences (`differences`;
+    ties count as 0, so unlike a win rate it is not capped by ties): the mean over seeds with a seeds-then-states
+    interval (`mean_diff`, `mean_diff_ci`), the per-seed means, and the verdict paired by seed (`paired`:
+    `stats.paired_verdict` of the seed means against 0, with the MDE at `target_power` from the states' variance
+    components). A seed without live states leaves the verdict out (NaN)."""
+    kept = [d for d in per_seed if d.size]
+    if not kept:
+        return {"mean_diff": float("nan"), "mean_diff_ci": [float("nan")] * 2, "mean_diff_per_seed": [],
+                "paired": None}  # fmt: skip
+    point, low, high = nested_bootstrap(kept, n_boot=n_boot, ci=ci, seed=seed)
+    means = [float(d.mean()) for d in kept]
+    paired = (stats.paired_verdict(means, [0.0] * len(means), ci, target_power, units=kept)
+              if len(kept) >= 2 else None)  # fmt: skip
+    return {"mean_diff": point, "mean_diff_ci": [low, high], "mean_diff_per_seed": means, "paired": paired}
+
+
+def seed_summary(
+    per_state: pd.DataFrame, pairs: list[tuple[str, str]], n_boot: int = 1000, ci: float = 0.95, seed: int = 0,
+    target_power: float = 0.8,
+) -> dict:  # fmt: skip
     """Win rates and mean qualities over RL seeds: `per_state` holds the state tables of every seed (column
     `rl_seed`; each seed has its own states). For each (a, b) of `pairs`: the mean over seeds of the fraction of
     live states where a beats b, with a seeds-then-states bootstrap interval (`metrics.nested_bootstrap`), the
-    per-seed values, and ties; and every policy's mean quality likewise. Dead states are counted apart."""
+    per-seed values, ties and losses; the mean quality difference a - b with its interval and its verdict paired by
+    seed (`quality_difference`); and every policy's mean quality likewise. Dead states are counted apart."""
     groups = dict(tuple(per_state.groupby("rl_seed", sort=True)))
     out: dict = {"n_seeds": len(groups), "n_states_per_seed": [len(g) for g in groups.values()],
                  "n_dead_per_seed": [int(g["dead"].sum()) for g in groups.values()]}  # fmt: skip
@@ -316,7 +344,10 @@ def seed_summary(
                     "better_per_seed": [p[f"{a}_better"] for p in per],
                     "tie": float(np.mean([p["tie"] for p in per])),
                     "worse": float(np.mean([p[f"{b}_better"] for p in per])),
-                    "wilcoxon_p_per_seed": [p["wilcoxon_p"] for p in per]}  # fmt: skip
+                    "tie_per_seed": [p["tie"] for p in per], "worse_per_seed": [p[f"{b}_better"] for p in per],
+                    "wilcoxon_p_per_seed": [p["wilcoxon_p"] for p in per],
+                    **quality_difference([differences(g, a, b) for g in groups.values()], n_boot, ci, seed,
+                                         target_power)}  # fmt: skip
     names = sorted({x for pair in pairs for x in pair})
     for name in names:
         q = nested_bootstrap([g.loc[~g["dead"], name].to_numpy() for g in groups.values()], n_boot=n_boot, ci=ci,

@@ -1,12 +1,17 @@
 """Notebook 05's analysis: error-state recovery. After an injected error, does RL pick the better next action,
 does its advantage concentrate at error states, and does it recover more often with the remaining budget?
 
-For every GRPO seed: candidates drawn like notebook 04's matched states (more of them, shuffled), an error
+For every GRPO seed k: candidates drawn like notebook 04's matched states (more of them, shuffled), an error
 injected at each by the environment (`probing.error_pool`) until the pool is full; at each error state the base,
-the sharpened base and the RL model sample G actions (`probing.state_quality`) and continue `n_continuations`
-times (`probing.continuation_success`), beside the structural bound of the same states (`probing.best_success`).
+the sharpened base, the RL model and the RL model decoded as the sharpened base is (`rl_sharp`, the symmetric
+control) sample G actions (`probing.state_quality`) and continue `n_continuations` times
+(`probing.continuation_success`), beside the structural bound of the same states (`probing.best_success`).
 Concentration is RL's win rate at its error states minus at its matched states (notebook 04's table), per seed.
-Every number is a mean over RL seeds with a seeds-then-states interval (`metrics.nested_bootstrap`). On an
+Everything base-side (the base trajectories the candidates and injected replies come from, the draws of the pool,
+the streams) is seed k's own (`controls.stream`), so the seed differences are independent replicates. Every number
+is a mean over RL seeds with a seeds-then-states interval (`metrics.nested_bootstrap`); every comparison's verdict
+is the t-interval over the seed differences with the minimum detectable effect at `POWER` beside it
+(`stats.paired_verdict`). On an
 environment without a step oracle nothing is injected and `summary` records why (`probing.skipped`).
 
 `recover` computes, `summary` gives the notebook's metrics.json and `findings` reads it back.
@@ -20,7 +25,20 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from helpers import controls, envs, evaluate, fmt, matched, metrics, models, paper, plots, probing, store
+from helpers import (
+    controls,
+    envs,
+    evaluate,
+    fmt,
+    matched,
+    metrics,
+    models,
+    paper,
+    plots,
+    probing,
+    stats,
+    store,
+)
 from helpers.agents import Agent, AgentLike, opened_on_demand
 from helpers.config import Config
 from helpers.envs import load_tasks, settings
@@ -29,6 +47,8 @@ from helpers.rollout import ChatFormat
 
 NOTEBOOK = "05_error_recovery"
 PAIRS = matched.PAIRS
+RL_PAIRS = tuple((a, b) for a, b in PAIRS if a.startswith("rl"))  # the comparisons of an RL model
+POWER = matched.POWER
 SKIPPED = "error injection and recovery need a step oracle"
 
 
@@ -47,6 +67,7 @@ class Recovery:
     continuation: pd.DataFrame = field(default_factory=pd.DataFrame)
     differences: dict = field(default_factory=dict)
     upper: tuple = ()
+    paired: dict = field(default_factory=dict)  # the continuation differences paired by seed
 
     @property
     def has_oracle(self) -> bool:
@@ -60,50 +81,60 @@ def error_pools(cfg: Config, agents: dict[str, Agent], tasks: list) -> dict[str,
     by_id = {t.task_id: t for t in tasks}
     tokenizer = agents["base"].tokenizer()
     chat = ChatFormat(tokenizer, models.chat_kwargs(tokenizer))  # as the policies' rollouts render it
-    attempts = probing.attempts_of(matched.recorded(cfg, agents, tasks, "base"))  # replies the env may inject
     errors = {}
     for name in controls.seeds_of(agents, "grpo"):
-        candidates = probing.matched_pool(matched.recorded(cfg, agents, tasks, "base"),
-                                          matched.recorded(cfg, agents, tasks, name), by_id,
-                                          min(4 * p.n_error_states, 400), seed=cfg.seed + 5000, at_most=True)  # fmt: skip
-        order = np.random.default_rng(cfg.seed + 5001).permutation(len(candidates))
-        errors[name] = probing.error_pool([candidates[i] for i in order], chat, cfg.seed + 5002, p.n_error_states,
-                                          attempts)  # fmt: skip
+        k = matched.rl_seed(name)
+        base = matched.recorded(cfg, agents, tasks, f"base-s{k}")  # this seed's own base trajectories
+        attempts = probing.attempts_of(base)  # replies the env may inject
+        candidates = probing.matched_pool(base, matched.recorded(cfg, agents, tasks, name), by_id,
+                                          min(4 * p.n_error_states, 400), seed=controls.stream(cfg.seed + 5000, k),
+                                          at_most=True)  # fmt: skip
+        order = np.random.default_rng(controls.stream(cfg.seed + 5001, k)).permutation(len(candidates))
+        errors[name] = probing.error_pool([candidates[i] for i in order], chat, controls.stream(cfg.seed + 5002, k),
+                                          p.n_error_states, attempts)  # fmt: skip
     return errors
 
 
 def concentration(per_state: pd.DataFrame, matched_states: pd.DataFrame, n_boot: int = 1000, ci: float = 0.95,
                   seed: int = 0) -> dict:  # fmt: skip
-    """Per comparison with RL: the win rate at error states minus at matched states, mean over seeds, its interval
-    (seeds, then the states of each pool) and the per-seed values."""
+    """Per comparison with RL (both tables holding its columns): the win rate at error states minus at matched
+    states, mean over seeds, its interval (seeds, then the states of each pool), the per-seed values and the verdict
+    paired by seed (`paired`: the t-interval over the per-seed values, with the MDE at `POWER`)."""
     out = {}
-    for a, b in PAIRS[:2]:
+    for a, b in RL_PAIRS:
+        if not {a, b} <= set(per_state.columns) & set(matched_states.columns):
+            continue
         per_seed = [(probing.wins(per_state[per_state["rl_seed"] == s], a, b),
                      probing.wins(matched_states[matched_states["rl_seed"] == s], a, b))
                     for s in sorted(per_state["rl_seed"].unique())]  # fmt: skip
         point, low, high = metrics.nested_bootstrap(per_seed, lambda e, m: e - m, n_boot, ci, seed)
-        out[f"{a}_vs_{b}"] = {"error_minus_matched": point, "ci": [low, high],
-                              "per_seed": [float(e.mean() - m.mean()) for e, m in per_seed]}  # fmt: skip
+        values = [float(e.mean() - m.mean()) for e, m in per_seed]
+        paired = stats.paired_verdict(values, [0.0] * len(values), ci, POWER) if len(values) >= 2 else None
+        out[f"{a}_vs_{b}"] = {"error_minus_matched": point, "ci": [low, high], "per_seed": values,
+                              "paired": paired}  # fmt: skip
     return out
 
 
 def continuation(cfg: Config, agents: dict[str, AgentLike], errors: dict[str, list]) -> tuple[pd.DataFrame, dict,
-                                                                                                 tuple]:  # fmt: skip
+                                                                                                 tuple, dict]:  # fmt: skip
     """Continuation success of every role from every seed's error states: the table (one row per role), RL minus
-    the base and minus the sharpened base, and the structural bound (mean, low, high). Each agent is opened once
-    (`matched.by_agent`); each draws from its own stream, so the order changes nothing."""
+    the base and minus the sharpened base and, symmetrically, RL decoded as the sharpened base minus it, the
+    structural bound (mean, low, high), and each difference paired by seed (`stats.paired_verdict`, the MDE from the
+    states' variance components). Each agent is opened once (`matched.by_agent`); each draws from its own stream
+    (seeded by its pool's RL seed), so the order changes nothing."""
     p, sampling = cfg.probing, Sampling.from_config(cfg.sampling)
     boot = (cfg.eval.n_bootstrap, cfg.eval.ci, cfg.seed)
     success: dict = {}  # (pool, role) -> per-state continuation success
     for agent, plays in matched.by_agent(errors).items():
         with opened_on_demand(agents[agent]) as policy:  # one model at a time, loaded only if a play needs it
             for name, role in plays:
+                seed = controls.stream(cfg.seed + 5004, matched.rl_seed(name))
                 success[name, role] = evaluate.recorded_per_state(
                     cfg.results_name, f"continuation-{name}-{role}", agents[agent], errors[name],
-                    [p.n_continuations, repr(sampling), cfg.seed + 5004],
-                    lambda name=name: probing.continuation_success(policy(), errors[name], p.n_continuations,
-                                                                   sampling, cfg.seed + 5004))  # fmt: skip
-    rates: dict[str, list] = {role: [] for role in ("base", "sharp", "rl")}
+                    [p.n_continuations, repr(sampling), seed],
+                    lambda name=name, seed=seed: probing.continuation_success(policy(), errors[name],
+                                                                              p.n_continuations, sampling, seed))  # fmt: skip
+    rates: dict[str, list] = {role: [] for role, _ in matched.roles(next(iter(errors)))} if errors else {}
     bounds = []
     for name, pool in errors.items():
         bounds.append(probing.best_success(pool))
@@ -116,10 +147,16 @@ def continuation(cfg: Config, agents: dict[str, AgentLike], errors: dict[str, li
         rows.append({"model": role, "success": point, "low": low, "high": high,
                      "per_seed": [round(float(r.mean()), 4) for r in per_seed], "upper_bound": upper[0],
                      "n_states": sum(len(r) for r in per_seed), "n_continuations": p.n_continuations})  # fmt: skip
-    differences = {f"rl - {b}": metrics.nested_bootstrap([r - o for r, o in zip(rates["rl"], rates[b], strict=True)],
-                                                         lambda x: x, *boot)
-                   for b in ("base", "sharp")}  # fmt: skip
-    return pd.DataFrame(rows), differences, upper
+    differences, paired = {}, {}
+    for a, b in RL_PAIRS:
+        units = [r - o for r, o in zip(rates[a], rates[b], strict=True)]
+        differences[f"{a} - {b}"] = metrics.nested_bootstrap(units, lambda x: x, *boot)
+        if len(units) >= 2:
+            means = [float(u.mean()) for u in units]
+            paired[f"{a} - {b}"] = stats.paired_verdict(
+                means, [0.0] * len(means), cfg.eval.ci, POWER, units=units
+            )
+    return pd.DataFrame(rows), differences, upper, paired
 
 
 def recover(cfg: Config, out: store.Run) -> Recovery:
@@ -129,17 +166,17 @@ def recover(cfg: Config, out: store.Run) -> Recovery:
     if not oracle["step_oracle"]:
         return Recovery(oracle)
     tasks = load_tasks(cfg.env.name, "test", seed=cfg.seed, **settings(cfg))
-    agents = controls.agents(cfg, modes=("full",))
+    agents = matched.roster(cfg)
     errors = error_pools(cfg, agents, tasks)
     per_state = matched.quality_table(agents, errors, cfg.probing.g, cfg, cfg.seed + 5003)
     out.write_table("error_state_quality", per_state)
     boot = (cfg.eval.n_bootstrap, cfg.eval.ci, cfg.seed)
-    superior = probing.seed_summary(per_state, list(PAIRS), *boot)
+    superior = probing.seed_summary(per_state, list(PAIRS), *boot, target_power=POWER)
     states_04 = store.Run.read_table(cfg.results_name, matched.NOTEBOOK, "per_state_quality")
     conc = concentration(per_state, states_04, *boot)
-    table, differences, upper = continuation(cfg, agents, errors)
+    table, differences, upper, paired = continuation(cfg, agents, errors)
     out.write_table("continuation_success", table)
-    return Recovery(oracle, tasks, errors, per_state, superior, conc, table, differences, upper)
+    return Recovery(oracle, tasks, errors, per_state, superior, conc, table, differences, upper, paired)
 
 
 def statement(r: Recovery) -> str:
@@ -179,7 +216,9 @@ def summary(cfg: Config, r: Recovery) -> dict:
         "concentration": r.concentration,
         "continuation": r.continuation.to_dict(orient="records"),
         "continuation_difference": {k: {"mean": v[0], "ci": [v[1], v[2]]} for k, v in r.differences.items()},
+        "continuation_paired": r.paired,
         "continuation_upper_bound": {"mean": r.upper[0], "ci": [r.upper[1], r.upper[2]]},
+        "power": POWER,
         "t_max": sorted({t.t_max for t in r.tasks}),
         "seeds": cfg.train.seeds,
         "sharpened_temperature": controls.sharpened(cfg)["temperature"],
@@ -206,13 +245,22 @@ def findings(m: dict) -> list[str]:
         f"states (paper, {where}: {fmt.percent(pp['rl_superior_action'])}), than the sharpened base at "
         f"{matched.win(s['rl_vs_sharp'])}.",
     ]
-    for key, label in (("rl_vs_base", "the base"), ("rl_vs_sharp", "the sharpened base")):
+    if (s["rl_vs_base"].get("paired") or None) is not None:
+        lines += matched.difference_findings(m, "superior_action", "live error states")
+    labels = {"rl_vs_base": "the base", "rl_vs_sharp": "the sharpened base",
+              "rl_sharp_vs_sharp": "the sharpened base, RL decoded alike"}  # fmt: skip
+    for key, label in labels.items():
+        if key not in c:
+            continue
         d = c[key]
+        paired = d.get("paired")
+        lo_hi = (paired["low"], paired["high"]) if paired else d["ci"]  # paired by seed where recorded
         verdict = {"above 0": "higher at error states: RL's advantage concentrates there",
-                   "below 0": "lower at error states"}.get(fmt.side(*d["ci"]), "not distinguishable at this sample size")  # fmt: skip
+                   "below 0": "lower at error states"}.get(fmt.side(*lo_hi), "not distinguishable at this sample size")  # fmt: skip
+        extra = f"; paired by seed {fmt.verdict(paired, scale=100)} points" if paired else ""
         lines.append(f"- **Concentration** (win rate over {label}, error states minus matched states): "
                      f"{fmt.entry(d, 'error_minus_matched', 'ci', digits=1, scale=100, signed=True, unit='points')}"
-                     f": {verdict}.")  # fmt: skip
+                     f"{extra}: {verdict}.")  # fmt: skip
     lines.append(
         "- **Continuation success** from the same error states: "
         + "; ".join(f"{k} {fmt.estimate(v['success'], (v['low'], v['high']), 1, 100, unit='%')}"
@@ -220,7 +268,13 @@ def findings(m: dict) -> list[str]:
         + f"; structural upper bound {fmt.percent(m['continuation_upper_bound']['mean'])} (paper, {where}: RL "
         f"{fmt.percent(pp['continuation_rl'])} vs base {fmt.percent(pp['continuation_base'])})."
     )  # fmt: skip
+    paired = m.get("continuation_paired", {})
     for k, v in m["continuation_difference"].items():
-        lines.append(f"- **{k}** (continuation): {fmt.entry(v, digits=1, scale=100, signed=True, unit='points')}, "
-                     f"interval {fmt.side(*v['ci'])}.")  # fmt: skip
+        p = paired.get(k)
+        if p is None:  # a run from before the paired verdicts: the seeds-then-states interval decides
+            lines.append(f"- **{k}** (continuation): {fmt.entry(v, digits=1, scale=100, signed=True, unit='points')}, "
+                         f"interval {fmt.side(*v['ci'])}.")  # fmt: skip
+        else:
+            lines.append(f"- **{k}** (continuation): {fmt.entry(v, digits=1, scale=100, signed=True, unit='points')}; "
+                         f"paired by seed {fmt.verdict(p, scale=100)} points: interval {fmt.side(p['low'], p['high'])}.")  # fmt: skip
     return lines

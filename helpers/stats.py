@@ -16,6 +16,11 @@ d_i = (mean over tasks of arm a, seed i) - (the same of arm b, seed i):
   (exact, by the noncentral t), for n seeds, from the SD of a seed difference; `design_sd` builds that SD for m
   tasks from a between-seed SD and a within-seed per-task SD (`variance_components` estimates both from data), so
   more maps shrink only the second part.
+* `paired_verdict`: the verdict of one comparison as the notebooks report it: the t-interval, whether it excludes 0,
+  and beside it the MDE at 80 % power of the design that produced it (from `variance_components` of [n_seeds,
+  n_tasks] arrays, or `unit_variance_components` of per-seed unit differences whose units differ between seeds,
+  such as each seed's own probe states), so an interval that contains 0 says how large an effect it could have
+  missed.
 * `cluster_bootstrap`: a mean over units (probe states) with a percentile interval that resamples clusters (the
   maps the states come from), since states of one map are not independent.
 """
@@ -107,7 +112,7 @@ def variance_components(a: np.ndarray, b: np.ndarray) -> dict:
             "sd_between": float(np.sqrt(max(seed_var - within / m, 0.0))), "n_seeds": d.shape[0], "n_tasks": m}  # fmt: skip
 
 
-def design_sd(sd_between: float, sd_within: float, n_tasks: int) -> float:
+def design_sd(sd_between: float, sd_within: float, n_tasks: float) -> float:
     """The SD of one seed difference when each seed is evaluated on `n_tasks` tasks: sqrt(between^2 + within^2/m)."""
     if n_tasks < 1:
         raise ValueError(f"n_tasks must be >= 1, got {n_tasks}")
@@ -140,6 +145,60 @@ def mde(sd_diff: float, n_seeds: int, alpha: float = 0.05, target_power: float =
     return float(
         optimize.brentq(lambda e: power(e, sd_diff, n_seeds, alpha) - target_power, 0.0, hi, xtol=1e-12)
     )
+
+
+def unit_variance_components(per_seed: Sequence[np.ndarray | Sequence[float]]) -> dict:
+    """`variance_components` for per-seed unit differences whose units differ between seeds (seed k's own states,
+    `per_seed[k]`: one paired difference per unit): `sd_within` from the mean over seeds of the variance over units,
+    `sd_between` what is left of the seed means' variance after the mean of within / m_k, floored at 0; `n_tasks`
+    is the harmonic mean of the m_k (the design's units per seed)."""
+    d = [np.asarray(x, dtype=float) for x in per_seed]
+    if len(d) < 2 or any(x.size == 0 for x in d):
+        raise ValueError(
+            f"unit_variance_components needs at least 2 seeds with units, got sizes {[x.size for x in d]}"
+        )
+    sizes = np.array([x.size for x in d], dtype=float)
+    within = np.array([x.var(ddof=1) if x.size > 1 else 0.0 for x in d])
+    seed_var = float(np.var([x.mean() for x in d], ddof=1))
+    between = max(seed_var - float(np.mean(within / sizes)), 0.0)
+    return {"sd_within": float(np.sqrt(within.mean())), "sd_seed_mean": float(np.sqrt(seed_var)),
+            "sd_between": float(np.sqrt(between)), "n_seeds": len(d),
+            "n_tasks": float(len(d) / np.sum(1.0 / sizes))}  # fmt: skip
+
+
+def paired_verdict(
+    a: np.ndarray | Sequence, b: np.ndarray | Sequence, ci: float = 0.95, target_power: float = 0.8,
+    units: Sequence[np.ndarray | Sequence[float]] | None = None,
+) -> dict:  # fmt: skip
+    """One comparison's verdict over paired seeds: `paired_t_interval` of a - b (seed k of a with seed k of b;
+    [n_seeds] seed means or [n_seeds, n_tasks]) with `excludes_zero` and the minimum detectable effect `mde` at
+    `target_power` for a two-sided test at level 1 - ci, from the SD of one seed difference of this design
+    (`sd_diff`: `design_sd` of `variance_components` for [n_seeds, n_tasks] arrays, of `unit_variance_components`
+    of `units` (per-seed unit differences) where given, else the SD of the seed differences). An SD of 0 (every
+    seed the same) gives an MDE of 0."""
+    out = paired_t_interval(a, b, ci)
+    a_arr = np.asarray(a, dtype=float)
+    if units is not None:
+        vc = unit_variance_components(units)
+    elif a_arr.ndim == 2:
+        vc = variance_components(a, b)
+    else:
+        vc = None
+    if vc is None:
+        sd = float(np.std(out["per_seed"], ddof=1))
+    else:
+        sd = design_sd(vc["sd_between"], vc["sd_within"], vc["n_tasks"])
+    n = out["n_seeds"]
+    effect = mde(sd, n, 1 - ci, target_power) if sd > 0 else 0.0
+    return {**out, "excludes_zero": excludes_zero(out), "sd_diff": sd, "mde": effect, "power": target_power,
+            "ci_level": ci}  # fmt: skip
+
+
+def scaled(verdict: dict, scale: float) -> dict:
+    """A `paired_verdict` in other units (`scale` = 100: points): every difference, bound, SD and MDE scaled."""
+    keys = ("diff", "low", "high", "se", "sd_diff", "mde")
+    return {**verdict, **{k: scale * verdict[k] for k in keys if k in verdict},
+            "per_seed": [scale * x for x in verdict["per_seed"]]}  # fmt: skip
 
 
 def cluster_bootstrap(

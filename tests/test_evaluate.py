@@ -205,3 +205,33 @@ def test_per_state_numbers_are_computed_once_and_read_back_exactly(tmp_path):
             call(agent=Counted("sharp", agent.path, cfg))[1] == 1
         )  # the name seeds the stream: its own record
         assert len(list((tmp_path / "smoke" / "probes").glob("quality-x-*.json"))) == 4
+
+
+def test_a_cell_drawn_on_another_stream_is_not_reused_where_the_seed_is_required(base_path, tmp_path):
+    """Issue 27: each RL seed's group has its own evaluation stream; a cell recorded with another seed (or by an older
+    kit, without one) is rolled out again under `require_seed`, never read as if it were this stream's."""
+    cfg = config.load("smoke")
+    tasks = load_tasks("frozenlake", "test", n=2, **settings(cfg))
+    pol = CountingPolicy.from_pretrained(base_path, name="base")
+    rec = store.Records(tmp_path / "grid.jsonl")
+    sampling = Sampling(1.0, 1.0, 6)
+    first = evaluate.evaluate_grid(
+        {"base": pol}, "frozenlake", tasks, [2], 2, sampling, 0, rec, require_seed=True
+    )
+    assert set(first["seed"]) == {0}
+    calls = CountingPolicy.calls
+    evaluate.evaluate_grid({"base": pol}, "frozenlake", tasks, [2], 2, sampling, 0, rec, require_seed=True)
+    assert CountingPolicy.calls == calls  # the same stream: read back
+    other = evaluate.evaluate_grid(
+        {"base": pol}, "frozenlake", tasks, [2], 2, sampling, 7, rec, require_seed=True
+    )
+    assert CountingPolicy.calls > calls and set(other["seed"]) == {7} and len(rec) == 4
+    legacy = [{k: v for k, v in r.items() if k != "seed"} for r in rec.read()]
+    rec = store.Records.rewrite(rec.path, legacy)
+    calls = CountingPolicy.calls
+    evaluate.evaluate_grid(
+        {"base": pol}, "frozenlake", tasks, [2], 2, sampling, 7, rec
+    )  # without: legacy is read
+    assert CountingPolicy.calls == calls
+    evaluate.evaluate_grid({"base": pol}, "frozenlake", tasks, [2], 2, sampling, 7, rec, require_seed=True)
+    assert CountingPolicy.calls > calls

@@ -254,7 +254,10 @@ def test_findings_03_claim():
     assert (
         f"is {fmt.signed(first, 1)} points at T = {Ts[0]} and {fmt.signed(last, 1)} at T = {Ts[-1]}" in text
     )
-    assert ("(grows with T)" if last > first else "(does not grow with T)") in text
+    if "trend" in m:  # decided by the paired interval of the change (issue 27)
+        assert f"the change, paired by seed, {fmt.verdict(m['trend']['grpo - base'])}" in text
+    else:  # a run from before the paired verdicts
+        assert ("(grows with T)" if last > first else "(does not grow with T)") in text
 
 
 def test_headline_table_of_the_committed_run(monkeypatch):
@@ -302,3 +305,46 @@ def test_the_readmes_results_block_is_the_committed_run(tmp_path, monkeypatch):
     assert report.update_readme("cpu", path=stale) is False and report.update_readme(
         "cpu", check=True, path=stale
     )
+
+
+def _verdict(diff: float, low: float, high: float, mde: float = 4.5) -> dict:
+    return {"diff": diff, "low": low, "high": high, "mde": mde, "sd_diff": 3.0, "excludes_zero": low > 0 or high < 0,
+            "n_seeds": 3, "per_seed": [diff - 1, diff, diff + 1]}  # fmt: skip
+
+
+def test_findings_02_decide_by_the_paired_intervals_and_state_the_mde():
+    """Issue 27: with the verdicts paired by seed in the metrics, every side of 0 is the paired interval's (not the
+    crossed bootstrap's, not two estimates), the MDE stands beside it, and the symmetric control is reported."""
+    m = copy.deepcopy(_metrics("02_budgetmix_training"))
+    fr = list(m["gains_points"]["budgetmix - grpo"])
+    for c in ("grpo-sharp - sharp", "budgetmix-sharp - sharp"):
+        m["gains_points"][c] = {f: 1.5 for f in fr}
+        m["gains_ci"][c] = {f: [-4.0, 7.0] for f in fr}
+    m["gains_paired"] = {c: {f: _verdict(1.5, -4.0, 7.0) for f in fr} for c in m["gains_points"]}
+    m["gains_paired"]["budgetmix - grpo"][fr[0]] = _verdict(6.0, 2.0, 10.0)  # above 0 at the smallest budget
+    m["gains_ci"]["budgetmix - grpo"][fr[0]] = [-1.0, 13.0]  # ... where the crossed bootstrap contains 0
+    m["power"] = 0.8
+    text = "\n".join(budgetmix.findings(m))
+    assert unexplained(text, m, CONSTANTS["02_budgetmix_training"]) == [], text
+    assert f"The interval is above 0 at {fr[0]} and below 0 at no budget of T_max" in text
+    assert "+6.0 [+2.0, +10.0] (above 0; MDE 4.5)" in text and "MDE at 80 % power" in text
+    assert "**grpo-sharp - sharp** (GRPO decoded as the sharpened base is" in text
+    assert (
+        "**budgetmix-sharp - sharp**" in text and "above 0 (RL beats the sharpened base) at no budget" in text
+    )
+
+
+def test_findings_03_decide_growth_with_T_by_the_paired_change():
+    m = copy.deepcopy(_metrics("03_pass_at_kt_sweep"))
+    Ts = m["T_values"]
+    m["pass_at_t_gap_paired"] = {
+        c: {str(T): _verdict(2.0, -1.0, 5.0) for T in Ts} for c in m["pass_at_t_gap_points"]
+    }
+    m["power"] = 0.8
+    for low, high, word in ((1.0, 9.0, "it grows with T"), (-9.0, -1.0, "it shrinks with T"),
+                            (-3.0, 9.0, "this sample cannot tell whether it grows with T")):  # fmt: skip
+        m["trend"] = {"grpo - base": _verdict(4.0, low, high) | {"T_min": Ts[0], "T_max": Ts[-1]}}
+        text = "\n".join(pass_kt.findings(m))
+        assert f"the change, paired by seed, {fmt.verdict(m['trend']['grpo - base'])}: {word}." in text
+        assert unexplained(text, m, CONSTANTS["03_pass_at_kt_sweep"]) == [], text
+    assert "interval above 0 at T = none" in text  # every paired gap contains 0 here

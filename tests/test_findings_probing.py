@@ -101,7 +101,8 @@ def test_recovery_findings_say_where_each_interval_lies():
     text = "\n".join(recovery.findings(m))
     for k, v in m["continuation_difference"].items():
         assert f"**{k}** (continuation): {fmt.points(v['mean'])} points" in text
-        assert f"interval {fmt.side(*v['ci'])}" in text
+        p = m.get("continuation_paired", {}).get(k)  # where recorded, the verdict paired by seed decides
+        assert f"interval {fmt.side(p['low'], p['high']) if p else fmt.side(*v['ci'])}" in text
     m["concentration"]["rl_vs_base"]["ci"] = [-0.2, -0.1]
     assert "lower at error states" in "\n".join(recovery.findings(m))
 
@@ -129,3 +130,56 @@ def test_skipped_metrics_and_findings_on_an_environment_without_a_step_oracle(en
         assert lines == [f"- **Skipped on {env}:** {why}, and {env} has none ({oracle['oracle_note']}); the paper "
                          "runs this analysis on FrozenLake and DeepCoder-MT only."]  # fmt: skip
         assert _unexplained(lines, m) == []
+
+
+def _paired(diff: float, low: float, high: float, mde: float = 0.03) -> dict:
+    return {"diff": diff, "low": low, "high": high, "mde": mde, "sd_diff": 0.02, "excludes_zero": low > 0 or high < 0,
+            "n_seeds": 3, "per_seed": [diff, diff, diff]}  # fmt: skip
+
+
+def _with_differences(s: dict) -> None:
+    """Hand-made mean quality differences of every comparison, and the symmetric control, in a seed summary."""
+    s["rl_sharp_vs_sharp"] = copy.deepcopy(s["rl_vs_sharp"])
+    for k in ("rl_vs_base", "rl_vs_sharp", "sharp_vs_base", "rl_sharp_vs_sharp"):
+        s[k] |= {"mean_diff": 0.011, "mean_diff_ci": [-0.004, 0.026], "paired": _paired(0.011, -0.009, 0.031)}
+    s["rl_sharp_vs_sharp"]["paired"] = _paired(0.021, 0.004, 0.038)
+
+
+def test_matched_findings_report_mean_differences_ties_and_the_symmetric_control():
+    """Issue 27: beside win rates, each comparison's mean quality difference (ties count as 0) paired by seed with
+    its MDE and the shares of wins, ties and losses; the symmetric control's verdict is its paired interval."""
+    m = copy.deepcopy(_committed("04_step_level_probing"))
+    _with_differences(m["matched_states"])
+    m["power"] = 0.8
+    lines = matched.findings(m)
+    text = "\n".join(lines)
+    assert _unexplained(lines, m) == []
+    assert "RL minus base +0.011 [-0.009, +0.031] (contains 0; MDE 0.030)" in text
+    s = m["matched_states"]["rl_vs_base"]
+    assert (
+        f"rl vs base {fmt.percent(s['better'])} / {fmt.percent(s['tie'])} / {fmt.percent(s['worse'])}" in text
+    )
+    assert "**Symmetric control**" in text and "+0.021 [+0.004, +0.038] (above 0; MDE 0.030)" in text
+    assert "a per-step gain beyond sharpening" in text and text.count("dead)") == 4
+    m["matched_states"]["rl_sharp_vs_sharp"]["paired"] = _paired(0.001, -0.02, 0.022)
+    assert "cannot tell RL's per-step gain from sharpening" in "\n".join(matched.findings(m))
+
+
+def test_recovery_findings_decide_by_the_paired_intervals():
+    m = copy.deepcopy(_committed("05_error_recovery"))
+    _with_differences(m["superior_action"])
+    m["power"] = 0.8
+    for key in ("rl_vs_base", "rl_vs_sharp"):
+        m["concentration"][key]["paired"] = _paired(-0.05, -0.09, -0.01)
+        m["concentration"][key]["ci"] = [
+            -0.1,
+            0.2,
+        ]  # the seeds-then-states interval contains 0; paired decides
+    m["continuation_paired"] = {k: _paired(0.04, 0.01, 0.07) for k in m["continuation_difference"]}
+    lines = recovery.findings(m)
+    text = "\n".join(lines)
+    assert _unexplained(lines, m) == []
+    assert text.count("lower at error states") == 2 and "**Symmetric control**" in text
+    for k in m["continuation_difference"]:
+        assert f"**{k}** (continuation):" in text
+    assert "paired by seed +4.0 [+1.0, +7.0] (above 0; MDE 3.0) points: interval above 0." in text

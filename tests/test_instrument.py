@@ -1,0 +1,53 @@
+"""helpers.instrument: on a small cpu config, notebooks 02's and 05's analyses detect the planted effect (the
+budget-aware optimum against the demonstrator, +8 to +22 points by DP on these 20 maps) and not the identical-player null."""
+
+from __future__ import annotations
+
+import pytest
+
+from helpers import config, instrument
+
+pytestmark = pytest.mark.slow  # a few thousand scripted episodes
+
+
+@pytest.fixture(scope="module")
+def result():
+    cfg = config.load("cpu", eval__n_tasks=20, probing__n_error_states=20, probing__n_continuations=4,
+                      eval__n_bootstrap=500)  # fmt: skip
+    return cfg, *instrument.run(cfg)
+
+
+def test_planted_detected_null_not(result):
+    _, table, _ = result
+    planted = table[table["case"] == "planted: optimum - demonstrator"]
+    null = table[table["case"].str.startswith("null")]
+    assert len(planted) == 5 and len(null) == 5  # four budgets of 02, one pool of 05
+    assert planted["detected"].all(), planted
+    assert (planted["true_points"] > 5).all()
+    assert not null["detected"].any(), null
+    assert (null["true_points"] == 0).all()
+    assert not table["wrong"].any(), table
+
+
+def test_optimum_never_below_best_blind(result):
+    _, table, _ = result
+    # the optimum is never worse than the best budget-blind policy, and better somewhere (budget awareness)
+    blind = table[
+        (table["case"] == "planted: optimum - best blind for T_max")
+        & (table["analysis"].str.startswith("02"))
+    ]
+    assert (blind["true_points"] >= 0).all() and blind["true_points"].sum() > 0
+
+
+def test_findings_and_metrics(result):
+    _, table, m = result
+    lines = instrument.findings(m)
+    assert len(lines) == 2 + 2 * 3
+    assert any("no interval excludes 0, as it should not" in x for x in lines)
+    assert any("detected (interval excludes 0) at 4 of 4" in x for x in lines)
+    assert m["sizes"]["n_tasks"] == 20 and len(m["rows"]) == len(table)
+
+
+def test_refuses_other_environments():
+    with pytest.raises(ValueError, match="FrozenLake"):
+        instrument.run(config.load("smoke", env__name="bfcl"))

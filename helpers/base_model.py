@@ -22,6 +22,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import re
 import shutil
 import string
 import time
@@ -97,8 +98,28 @@ def tokenizer_corpus(transcripts: list[list[dict]]) -> list[str]:
     return corpus
 
 
-def encode_transcript(chat: ChatFormat, transcript: list[dict]) -> tuple[list[int], list[int]]:
-    """Token ids of a transcript exactly as a rollout builds them, and the mask of assistant tokens.
+_REMAINING = re.compile(r"Turns left: (\d+) of \d+\.")
+
+
+def _remaining_mask(chat: ChatFormat, observation: str) -> tuple[list[int], list[int]]:
+    """`chat.observation_ids(observation)` and a mask of the tokens that spell the remaining turns in its budget
+    line (the number r of the last `Turns left: r of T.`)."""
+    text = chat.obs_prefix + observation + chat.obs_suffix
+    enc = chat.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+    found = list(_REMAINING.finditer(text))
+    if not found:
+        return enc["input_ids"], [0] * len(enc["input_ids"])
+    lo, hi = found[-1].span(1)
+    return enc["input_ids"], [int(a < hi and b > lo) for a, b in enc["offset_mapping"]]
+
+
+def encode_transcript(
+    chat: ChatFormat, transcript: list[dict], budget_line_loss: bool = False
+) -> tuple[list[int], list[int]]:
+    """Token ids of a transcript exactly as a rollout builds them, and the mask of the tokens SFT learns: the
+    assistant's, and with `budget_line_loss` also the number of remaining turns in every observation after the
+    first (`sft.budget_line_loss`: predicting r - 1 from the turn before makes the base read the budget line,
+    though its budget-blind demonstrator never acts on it).
 
     The prompt is every message before the first assistant turn (system and user, or a user message alone).
     """
@@ -110,6 +131,10 @@ def encode_transcript(chat: ChatFormat, transcript: list[dict]) -> tuple[list[in
             piece = chat.action_ids(msg["content"])
             ids += piece
             mask += [1] * len(piece)
+        elif budget_line_loss:
+            piece, marks = _remaining_mask(chat, msg["content"])
+            ids += piece
+            mask += marks
         else:
             piece = chat.observation_ids(msg["content"])
             ids += piece
@@ -226,7 +251,7 @@ def sft(
     out: dict = {"phases": []}
     progress = bar(total=total, desc="SFT", leave=False)
     for context, steps, batch_size in phases:
-        data = [encode_transcript(chat, t) for t in examples(transcripts, context)]
+        data = [encode_transcript(chat, t, c.budget_line_loss) for t in examples(transcripts, context)]
         lengths = np.array([len(ids) for ids, _ in data])
         batches: list[np.ndarray] = []
         losses: list[float] = []
@@ -291,7 +316,7 @@ def recipe(cfg: Config) -> dict:
     out = {
         "version": BASE_RECIPE_VERSION,
         "tiny": dataclasses.asdict(cfg.model.tiny),
-        "sft": {k: v for k, v in dataclasses.asdict(cfg.sft).items() if k not in GUARDS},
+        "sft": {k: v for k, v in plain(cfg.sft).items() if k not in GUARDS},
         "frozenlake": plain(cfg.env.frozenlake),
         "seed": cfg.seed,
     }

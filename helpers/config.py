@@ -345,6 +345,12 @@ class SFTConfig:
     warmup_steps: int = knob(50, ge=1)
     weight_decay: float = knob(0.01, ge=0.0)
     seed: int = knob(0, ge=0)
+    budget_line_loss: bool = knob(
+        False,
+        "also learn the number of turns left in each observation after the first (predicted from the turn before): "
+        "the base then reads the budget line, though its budget-blind demonstrator never acts on it",
+        omit_default=True,
+    )
 
     def check(self, key: str) -> None:
         _require(self.obs_steps + self.max_steps >= 1, f"{key}.max_steps", self.max_steps,

@@ -305,23 +305,49 @@ def differences(df: pd.DataFrame, a: str = "rl", b: str = "base") -> np.ndarray:
     return (live[a] - live[b]).to_numpy(dtype=float)
 
 
+def net_wins(df: pd.DataFrame, a: str = "rl", b: str = "base", tol: float = 1e-9) -> np.ndarray:
+    """Per live state: +1 where `a`'s mean quality beats `b`'s, -1 where it loses, 0 at a tie: the unit of wins minus
+    losses (tie-aware: under identical policies its mean is 0 whatever the share of ties, unlike a win rate's 1/2)."""
+    d = differences(df, a, b)
+    return np.where(d > tol, 1.0, np.where(d < -tol, -1.0, 0.0))
+
+
+def paired_units(per_seed: list[np.ndarray], ci: float = 0.95, target_power: float = 0.8) -> dict | None:
+    """The verdict paired by seed of per-seed unit values whose mean is 0 under no effect (`differences`,
+    `net_wins`): `stats.paired_verdict` of the seed means against 0 (the t-interval over seeds), with the MDE at
+    `target_power` from the units' variance components. None with fewer than 2 seeds that have units."""
+    kept = [np.asarray(d, dtype=float) for d in per_seed if len(d)]
+    if len(kept) < 2:
+        return None
+    means = [float(d.mean()) for d in kept]
+    return stats.paired_verdict(means, [0.0] * len(means), ci, target_power, units=kept)
+
+
 def quality_difference(
     per_seed: list[np.ndarray], n_boot: int = 1000, ci: float = 0.95, seed: int = 0, target_power: float = 0.8
 ) -> dict:
     """The mean oracle-quality difference of a comparison from each seed's per-state differences (`differences`;
     ties count as 0, so unlike a win rate it is not capped by ties): the mean over seeds with a seeds-then-states
     interval (`mean_diff`, `mean_diff_ci`), the per-seed means, and the verdict paired by seed (`paired`:
-    `stats.paired_verdict` of the seed means against 0, with the MDE at `target_power` from the states' variance
-    components). A seed without live states leaves the verdict out (NaN)."""
+    `paired_units`, the t-interval of the seed means against 0 with the MDE at `target_power` from the states'
+    variance components). A seed without live states leaves the verdict out (NaN)."""
     kept = [d for d in per_seed if d.size]
     if not kept:
         return {"mean_diff": float("nan"), "mean_diff_ci": [float("nan")] * 2, "mean_diff_per_seed": [],
                 "paired": None}  # fmt: skip
     point, low, high = nested_bootstrap(kept, n_boot=n_boot, ci=ci, seed=seed)
     means = [float(d.mean()) for d in kept]
-    paired = (stats.paired_verdict(means, [0.0] * len(means), ci, target_power, units=kept)
-              if len(kept) >= 2 else None)  # fmt: skip
-    return {"mean_diff": point, "mean_diff_ci": [low, high], "mean_diff_per_seed": means, "paired": paired}
+    return {"mean_diff": point, "mean_diff_ci": [low, high], "mean_diff_per_seed": means,
+            "paired": paired_units(kept, ci, target_power)}  # fmt: skip
+
+
+def wins_minus_losses(per_seed: list[np.ndarray], ci: float = 0.95, target_power: float = 0.8) -> dict:
+    """Wins minus losses from each seed's `net_wins`: the mean over seeds (`net_win`), the per-seed values and the
+    verdict paired by seed (`net_win_paired`: `paired_units`)."""
+    kept = [d for d in per_seed if len(d)]
+    means = [float(np.mean(d)) for d in kept]
+    return {"net_win": float(np.mean(means)) if means else float("nan"), "net_win_per_seed": means,
+            "net_win_paired": paired_units(kept, ci, target_power)}  # fmt: skip
 
 
 def seed_summary(
@@ -331,8 +357,10 @@ def seed_summary(
     """Win rates and mean qualities over RL seeds: `per_state` holds the state tables of every seed (column
     `rl_seed`; each seed has its own states). For each (a, b) of `pairs`: the mean over seeds of the fraction of
     live states where a beats b, with a seeds-then-states bootstrap interval (`metrics.nested_bootstrap`), the
-    per-seed values, ties and losses; the mean quality difference a - b with its interval and its verdict paired by
-    seed (`quality_difference`); and every policy's mean quality likewise. Dead states are counted apart."""
+    per-seed values, ties and losses; wins minus losses (`wins_minus_losses`: the mean over seeds of `net_wins`,
+    with its verdict paired by seed); the mean quality difference a - b with its interval and its verdict paired by
+    seed (`quality_difference`); and every policy's mean quality likewise. Dead states are counted apart. A verdict
+    is the paired interval's side of 0 (never a win rate against 1/2, which ties pull below 1/2 under no effect)."""
     groups = dict(tuple(per_state.groupby("rl_seed", sort=True)))
     out: dict = {"n_seeds": len(groups), "n_states_per_seed": [len(g) for g in groups.values()],
                  "n_dead_per_seed": [int(g["dead"].sum()) for g in groups.values()]}  # fmt: skip
@@ -346,6 +374,7 @@ def seed_summary(
                     "worse": float(np.mean([p[f"{b}_better"] for p in per])),
                     "tie_per_seed": [p["tie"] for p in per], "worse_per_seed": [p[f"{b}_better"] for p in per],
                     "wilcoxon_p_per_seed": [p["wilcoxon_p"] for p in per],
+                    **wins_minus_losses([net_wins(g, a, b) for g in groups.values()], ci, target_power),
                     **quality_difference([differences(g, a, b) for g in groups.values()], n_boot, ci, seed,
                                          target_power)}  # fmt: skip
     names = sorted({x for pair in pairs for x in pair})

@@ -1,18 +1,26 @@
-"""The identical-player null and a planted effect through the analyses of notebooks 02-05 (issue 27).
+"""The identical-player null and planted effects through the verdicts of notebooks 02-06 (issue 27).
 
 Two copies of one scripted player (the demonstrator: its habit with random moves; `helpers.scripted`) with different
-random streams stand in the slots of the two methods compared; the module's own analysis function turns each
-replicate's data into a 95 % interval, and the interval must exclude 0 in at most 10 % of the replicates. With
-N_NULL = 200 replicates a correctly calibrated interval (exclusion probability 0.05) fails that assertion (more
-than 20 exclusions) with probability binom.sf(20, 200, 0.05) = 0.0012; a conservative one less often. Each planted
-effect (the budget-aware optimum against the demonstrator, its size exact by DP) must be detected.
+random streams stand in the slots of the two policies compared; each replicate's data go through the function whose
+interval the notebook's findings decide by, and that 95 % interval must exclude 0 in at most MAX_EXCLUDED of the
+N_NULL replicates. N_NULL = 150 keeps the file under 50 s on one core; at exactly 10 % (15 of 150) a calibrated
+interval (exclusion probability 0.05) would fail with probability binom.sf(15, 150, 0.05) = 0.0036, so the bound is
+17 of 150 (11.3 %): a calibrated interval fails it with probability binom.sf(17, 150, 0.05) = 5.4e-4 per test, a
+conservative one less often. Each planted effect (the budget-aware optimum against the demonstrator, its size
+exact by DP) must be detected.
 
-Data are generated as the notebooks generate them (every player on the same draws of the ice, error pools built as
-`recovery.error_pools` builds them, half of every copy's pool from the comparison's trajectories, the same half for
-every copy), at a small scale, in a few batched calls: replicate r uses samples r of one rollout call per copy.
+Data are drawn as the modules draw them now: every RL seed k has its own base-side draws (`controls.by_seed`,
+`controls.stream`). Notebooks 02/03: seed k's base, GRPO and BudgetMix are evaluated on stream(1000, k), so the
+copies of a pair share the ice (common random numbers) and seeds share nothing; replicate r is samples r of one
+rollout call per player. Notebooks 04/05: replicate r is a run with `cfg.seed = r`, and `_replicate` draws seed k's
+base and RL trajectories, its matched pool, error pool, action streams and continuations with the seeds
+`matched.recorded`, `matched.probe`, `matched.quality_table`, `recovery.error_pools` and `recovery.continuation` use;
+`test_04_05_replicate_is_the_modules` checks that on replicate 0 against those functions themselves.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 import pandas as pd
@@ -23,12 +31,17 @@ from helpers import (
     base_model,
     budgetmix,
     config,
+    controls,
+    likelihood,
+    matched,
     metrics,
     models,
     pass_kt,
     probing,
     recovery,
     scripted,
+    stats,
+    store,
 )
 from helpers.envs import frozenlake as fl
 from helpers.envs import load_tasks, settings
@@ -37,276 +50,358 @@ from helpers.rollout import ChatFormat, rollout
 
 pytestmark = pytest.mark.slow
 
-N_NULL, N_PLANTED = 200, 10
-COPIES = 3  # one copy per RL seed, as the notebooks' three seeds
-BUDGET, SAMPLES = 4, 2  # notebook 02/03: T = 4 (50 % of T_max), 2 samples per task and copy in a replicate
-N_ERR, N_CONT, N_MATCHED, G = (
-    6,
-    2,
+N_NULL, MAX_EXCLUDED = 150, 17  # at most 17 of 150 null replicates may exclude 0 (module docstring)
+N_PLANTED = 8
+SEEDS_02 = 5  # notebooks 02/03: RL seeds, each with its own base-side evaluation group
+BUDGET, SAMPLES, N_TASKS_02 = 4, 2, 4  # notebook 02/03: T = 4 (50 % of T_max), 2 samples per task and player
+COPIES = 3  # notebooks 04/05: RL seeds, as the cpu profile's three
+N_MATCHED, G, N_ERR, N_CONT = (
     8,
     4,
-)  # notebooks 04/05 per copy: error states, continuations, matched states, G
-N_BOOT = 400
-MAX_EXCLUDED = 0.10
+    6,
+    2,
+)  # notebooks 04/05 per seed: matched states, G, error states, continuations
+N_BOOT = 200
+CI = 0.95
 
 
 def test_the_replicate_count_bounds_a_false_failure():
-    assert binom.sf(int(MAX_EXCLUDED * N_NULL), N_NULL, 0.05) < 2e-3
+    assert MAX_EXCLUDED / N_NULL < 0.12 and binom.sf(MAX_EXCLUDED, N_NULL, 0.05) < 1e-3
 
 
 @pytest.fixture(scope="module")
 def setting():
-    smoke, cpu = config.load("smoke"), config.load("cpu", eval__n_bootstrap=N_BOOT)
+    smoke = config.load("smoke")
+    cpu = config.load("cpu", eval__n_bootstrap=N_BOOT, probing__n_states=N_MATCHED, probing__g=G,
+                      probing__n_error_states=N_ERR, probing__n_continuations=N_CONT, train__seeds=list(range(COPIES)))  # fmt: skip
     tok = models.train_tokenizer(base_model.tokenizer_corpus(base_model.demonstrations(smoke, 40, seed=0)))
     tasks = load_tasks("frozenlake", "test", **{**settings(cpu), "n_train": 50})[:20]
 
     def player(kind: str, noisy: bool, seed: int, name: str) -> scripted.ScriptedPolicy:
         return scripted.ScriptedPolicy.from_config(cpu, kind, tok, noisy, seed=seed, name=name)
 
-    return cpu, tok, tasks[:6], player, tasks
+    return cpu, tok, tasks, player
 
 
-def _excluded(intervals) -> np.ndarray:
-    return np.array([lo > 0 or hi < 0 for lo, hi in intervals])
+def _excluded(verdicts) -> np.ndarray:
+    return np.array([stats.excludes_zero(v) for v in verdicts])
 
 
-def _report(what: str, excluded: np.ndarray) -> None:
+def _check(what: str, verdicts) -> np.ndarray:
+    excluded = _excluded(verdicts)
     print(f"{what}: the 95 % interval excludes 0 in {excluded.sum()} of {excluded.size} null replicates")
+    assert excluded.size == N_NULL and excluded.sum() <= MAX_EXCLUDED
+    return excluded
 
 
 # ----------------------------------------------------------------------------------- notebooks 02 and 03
 
 
-def _success_frame(players: dict, tasks, replicates: int, samples: int = SAMPLES) -> pd.DataFrame:
-    """Records of every player: one rollout call each, all at seed 7 (the same ice); column `rep` = sample // SAMPLES."""
+def _records(players: dict, tasks, replicates: int, samples: int = SAMPLES) -> pd.DataFrame:
+    """Every player's records: one rollout call each on its RL seed's stream (`controls.stream(1000, k)`, as
+    `budgetmix.evaluate` seeds group k); column `rep` = sample // samples; `task_id` carries the replicate
+    (`<task>#<rep>`), so one Pass@K table holds every replicate."""
     rows = []
     for name, p in players.items():
-        for tr in rollout(p, "frozenlake", tasks, BUDGET, replicates * samples, Sampling(), seed=7, step_quality=False,
-                          model_name=name):  # fmt: skip
-            rows.append({"model": name, "task_id": tr.task_id, "budget": tr.budget, "fraction": tr.budget / tr.t_max,
-                         "success": bool(tr.success), "rep": tr.sample // samples})  # fmt: skip
+        stream = controls.stream(1000, controls.rl_seed_of(name))
+        for tr in rollout(p, "frozenlake", tasks, BUDGET, replicates * samples, Sampling(), seed=stream,
+                          step_quality=False, model_name=name):  # fmt: skip
+            rep = tr.sample // samples
+            rows.append({"model": name, "task_id": f"{tr.task_id}#{rep}", "budget": tr.budget,
+                         "fraction": tr.budget / tr.t_max, "success": bool(tr.success), "rep": rep})  # fmt: skip
     return pd.DataFrame(rows)
+
+
+def _group(player, kinds: dict[str, tuple[str, bool]], seed0: int) -> tuple[dict, dict[str, list[str]]]:
+    """Players `<method>-s<k>` for each method of `kinds` ({method: (kind, noisy)}) and RL seed k, each with its own
+    random stream; and the methods' names."""
+    names = {m: [f"{m}-s{k}" for k in range(SEEDS_02)] for m in kinds}
+    players = {n: player(*kinds[m], seed0 + 10 * i + k, n) for i, m in enumerate(kinds)
+               for k, n in enumerate(names[m])}  # fmt: skip
+    return players, names
+
+
+def _per_task(df: pd.DataFrame) -> pd.DataFrame:
+    out = df.groupby(["model", "budget", "fraction", "task_id", "rep"], as_index=False)["success"].mean()
+    return out
+
+
+def _gains(df: pd.DataFrame, a: list[str], b: list[str]) -> pd.DataFrame:
+    """Notebook 02's verdict (`budgetmix.gain_table`'s `metrics.paired_difference`, read by the findings as
+    `gains_paired`) of a minus b, one row per replicate."""
+    return metrics.paired_difference(
+        _per_task(df), a, b, "success", ["fraction", "rep"], 100, CI, budgetmix.POWER
+    )
+
+
+def _pass_gaps(df: pd.DataFrame, a: list[str], b: list[str], k: int = SAMPLES) -> pd.DataFrame:
+    """Notebook 03's verdict (`pass_kt.gaps`' `metrics.paired_difference` of Pass@(K, T), read by the findings as
+    `pass_at_t_gap_paired`) of a minus b, one row per replicate."""
+    per_task = metrics.per_task_pass(df, k)
+    per_task["rep"] = per_task["task_id"].str.rsplit("#", n=1).str[1].astype(int)
+    return metrics.paired_difference(per_task, a, b, "pass", ["T", "rep"], 100, CI, pass_kt.POWER)
 
 
 @pytest.fixture(scope="module")
 def success(setting):
-    _, _, tasks, player, _ = setting
-    names = {arm: [f"{arm}-s{k}" for k in range(COPIES)] for arm in ("a", "b")}
-    players = {n: player("habit", True, 100 + i, n) for i, n in enumerate(names["a"] + names["b"])}
-    return _success_frame(players, tasks, N_NULL), names
+    _, _, tasks, player = setting
+    habit = ("habit", True)
+    players, names = _group(player, {"base": habit, "grpo": habit, "budgetmix": habit}, 100)
+    return _records(players, tasks[:N_TASKS_02], N_NULL), names
 
 
-def _methods(names_a, names_b) -> dict:
-    return {"base": names_b[:1], "sharp": names_b[:1], "grpo": names_b, "budgetmix": names_a}
+def _rows(table: pd.DataFrame) -> list[dict]:
+    return [{"low": r.low, "high": r.high} for r in table.itertuples()]
 
 
-def _gain(setting, df, names_a, names_b):
-    """Notebook 02: `budgetmix.gain_table`'s "budgetmix - grpo" with a in BudgetMix's slot, b in GRPO's."""
-    tasks = sorted(set(df["task_id"]))
-    ev = budgetmix.Evaluation(tasks, {}, _methods(names_a, names_b), df.reset_index(drop=True))
-    g = budgetmix.gain_table(ev, N_BOOT, 0.95, 0)
-    return g[g["comparison"] == "budgetmix - grpo"].iloc[0]
-
-
-def test_02_success_by_budget_null(setting, success):
+def test_02_budgetmix_minus_grpo_null(success):
     df, names = success
-    rows = [_gain(setting, d, names["a"], names["b"]) for _, d in df.groupby("rep")]
-    excluded = _excluded([(r.low, r.high) for r in rows])
-    _report("02 budgetmix.gain_table", excluded)
-    assert excluded.mean() <= MAX_EXCLUDED
+    _check("02 budgetmix - grpo, paired by seed", _rows(_gains(df, names["budgetmix"], names["grpo"])))
 
 
-def _pass_gap(setting, df, names_a, names_b, k=SAMPLES):
-    """Notebook 03: `pass_kt.gaps`'s "grpo - base" (Pass@(K, T) in points) with a in GRPO's slot, b in the base's."""
-    tasks = sorted(set(df["task_id"]))
-    methods = {"base": names_b, "sharp": names_b[:1], "grpo": names_a, "budgetmix": names_a[:1]}
-    sw = pass_kt.Sweep("frozenlake", tasks, {}, {}, {}, methods)
-    per_task = metrics.per_task_pass(df, k)
-    g = pass_kt.gaps(sw, per_task, N_BOOT, 0.95, 0)
-    return g[g["comparison"] == "grpo - base"].iloc[0]
-
-
-def test_03_pass_at_kt_null(setting, success):
+def test_02_grpo_minus_base_null(success):
     df, names = success
-    rows = [_pass_gap(setting, d, names["a"], names["b"]) for _, d in df.groupby("rep")]
-    excluded = _excluded([(r.low, r.high) for r in rows])
-    _report("03 pass_kt.gaps (K = 2)", excluded)
-    assert excluded.mean() <= MAX_EXCLUDED
+    _check("02 grpo - base, paired by seed", _rows(_gains(df, names["grpo"], names["base"])))
+
+
+def test_03_pass_at_kt_null(success):
+    df, names = success
+    _check("03 Pass@(2, T) grpo - base, paired by seed", _rows(_pass_gaps(df, names["grpo"], names["base"])))
+
+
+def test_02_03_verdicts_are_the_modules(success):
+    """Replicate 0 through the modules' own tables: `budgetmix.gain_table` (and `_paired_by_fraction`, what
+    `summary` writes as `gains_paired`) and `pass_kt.gaps` give the rows the nulls above test."""
+    df, names = success
+    one = df[df["rep"] == 0].assign(task_id=lambda d: d["task_id"].str.rsplit("#", n=1).str[0])
+    ev = budgetmix.Evaluation(
+        sorted(set(one["task_id"])), {}, names, one.drop(columns="rep").reset_index(drop=True)
+    )
+    g = budgetmix.gain_table(ev, N_BOOT, CI, 0)
+    mine = _gains(df, names["budgetmix"], names["grpo"]).iloc[0]
+    row = g[g["comparison"] == "budgetmix - grpo"].iloc[0]
+    assert (row.t_low, row.t_high, row.mde_points) == pytest.approx((mine.low, mine.high, mine.mde))
+    paired = budgetmix._paired_by_fraction(g[g["comparison"] == "budgetmix - grpo"])
+    assert next(iter(paired.values()))["excludes_zero"] == bool(mine.excludes_zero)
+    sw = pass_kt.Sweep("frozenlake", ev.tasks, {}, {}, {}, names)
+    gaps = pass_kt.gaps(sw, metrics.per_task_pass(one, SAMPLES), N_BOOT, CI, 0)
+    row = gaps[gaps["comparison"] == "grpo - base"].iloc[0]
+    mine = _pass_gaps(df, names["grpo"], names["base"]).iloc[0]
+    assert (row.t_low, row.t_high, row.mde) == pytest.approx((mine.low, mine.high, mine.mde))
 
 
 def test_02_03_planted_effect_detected(setting):
-    cpu, _, _, player, tasks = setting
-    a = [f"opt-s{k}" for k in range(COPIES)]
-    b = [f"demo-s{k}" for k in range(COPIES)]
-    players = {n: player("optimum", False, 300 + k, n) for k, n in enumerate(a)}
-    players |= {n: player("habit", True, 400 + k, n) for k, n in enumerate(b)}
-    df = _success_frame(players, tasks, N_PLANTED, samples=4)  # 20 maps x 4 samples x 3 copies
-    opt = players[a[0]]
+    """BudgetMix's slot holds the budget-aware optimum, GRPO's the demonstrator: the paired verdicts of 02 (success)
+    and 03 (Pass@(4, T)) must find the exact DP difference (20 maps, 4 samples, 5 seeds)."""
+    cpu, _, tasks, player = setting
+    players, names = _group(player, {"budgetmix": ("optimum", False), "grpo": ("habit", True)}, 300)
+    df = _records(players, tasks, N_PLANTED, samples=4)
+    opt = players[names["budgetmix"][0]]
     effect = 100 * np.mean([fl.policy_success(t, opt.exact_policy(t, BUDGET), BUDGET)
                             - fl.policy_success(t, base_model.demonstrator_policy(cpu, t), BUDGET) for t in tasks])  # fmt: skip
-    gains = [_gain(setting, d, a, b) for _, d in df.groupby("rep")]
-    print(f"02 planted: true {effect:+.1f} points, estimates {np.mean([g.gain_points for g in gains]):+.1f}")
-    assert effect > 10
-    assert np.mean([g.low > 0 for g in gains]) >= 0.8
-    assert np.mean([g.gain_points for g in gains]) == pytest.approx(effect, abs=5)
-    gaps = [_pass_gap(setting, d, a, b) for _, d in df.groupby("rep")]
-    assert np.mean([g.low > 0 for g in gaps]) >= 0.8
+    gains = _gains(df, names["budgetmix"], names["grpo"])
+    print(f"02 planted: true {effect:+.1f} points, estimates {gains['diff'].mean():+.1f}, "
+          f"MDE {gains['mde'].mean():.1f}, detected in {(gains['low'] > 0).sum()} of {len(gains)}")  # fmt: skip
+    assert effect > 10 and effect > gains["mde"].mean()
+    assert (gains["low"] > 0).mean() >= 0.8
+    assert gains["diff"].mean() == pytest.approx(effect, abs=5)
+    gaps = _pass_gaps(df, names["budgetmix"], names["grpo"], k=4)  # 03's function; GRPO's slot as the base's
+    print(f"03 planted: Pass@(4, T) gap detected in {(gaps['low'] > 0).sum()} of {len(gaps)}")
+    assert (gaps["low"] > 0).mean() >= 0.8
 
 
 # ----------------------------------------------------------------------------------- notebooks 04 and 05
 
+ROLES_NULL = ("base", "rl")  # the roles the null replicates draw (the composition test checks all four)
 
-def _by_rep(trajs) -> dict[int, list]:
-    out: dict[int, list] = {}
-    for tr in trajs:
-        out.setdefault(tr.sample // 2, []).append(tr)
+
+class _Base:
+    """What `recovery.error_pools` asks of the roster's `base` Agent: its tokenizer."""
+
+    def __init__(self, tok):
+        self._tok = tok
+
+    def tokenizer(self):
+        return self._tok
+
+
+def _agents(player, tok) -> dict:
+    """The roster of `matched.roster` with scripted copies of one player: `base`, and per RL seed k `base-s<k>`,
+    `sharp-s<k>`, `grpo-s<k>`, `grpo-s<k>-sharp`, each with its own random stream."""
+    out: dict = {"base": _Base(tok)}
+    for k in range(COPIES):
+        for i, role_agent in enumerate(matched.roles(f"grpo-s{k}")):
+            name = role_agent[1]
+            out[name] = player("habit", True, 1000 + 10 * k + i, name)
+    return out
+
+
+def _replicate(cfg, agents: dict, tasks, chat, roles=ROLES_NULL) -> dict:
+    """One run of notebooks 04 and 05 seeded by `cfg.seed`, each RL seed with its own base-side draws, seeded as
+    the modules seed them: {"pools", "errors", "t04", "t05" (per-state tables with `rl_seed`), "cont"}."""
+    by_id = {t.task_id: t for t in tasks}
+    sampling, p = Sampling.from_config(cfg.sampling), cfg.probing
+    budgets = tasks[0].t_max if len({t.t_max for t in tasks}) == 1 else [t.t_max for t in tasks]
+    out: dict = {"pools": {}, "errors": {}, "t04": [], "t05": [], "cont": {}}
+    for k in range(COPIES):
+        name = f"grpo-s{k}"
+        agent_of = dict(matched.roles(name))
+        trajs = {who: rollout(agents[who], cfg.env.name, tasks, budgets, 2, sampling,
+                              seed=controls.stream(cfg.seed + 4000, k), model_name=f"probe-{who}")
+                 for who in (f"base-s{k}", name)}  # matched.recorded  # fmt: skip
+        base, rl = trajs[f"base-s{k}"], trajs[name]
+        pool = probing.matched_pool(base, rl, by_id, p.n_states, seed=controls.stream(cfg.seed + 4001, k))
+        cand = probing.matched_pool(base, rl, by_id, min(4 * p.n_error_states, 400),
+                                    seed=controls.stream(cfg.seed + 5000, k), at_most=True)  # fmt: skip
+        order = np.random.default_rng(controls.stream(cfg.seed + 5001, k)).permutation(len(cand))
+        errors = probing.error_pool([cand[i] for i in order], chat, controls.stream(cfg.seed + 5002, k),
+                                    p.n_error_states, probing.attempts_of(base))  # fmt: skip
+        out["pools"][name], out["errors"][name] = pool, errors
+        for key, states, offset in (("t04", pool, 4002), ("t05", errors, 5003)):
+            s = Sampling.from_config(cfg.sampling, seed=controls.stream(cfg.seed + offset, k))
+            q = {role: probing.state_quality(agents[agent_of[role]], states, p.g, s) for role in roles}
+            out[key].append(probing.state_table(states, q).assign(rl_seed=k))
+        for role in roles:
+            out["cont"][name, role] = probing.continuation_success(
+                agents[agent_of[role]],
+                errors,
+                p.n_continuations,
+                sampling,
+                controls.stream(cfg.seed + 5004, k),
+            )
+    out["t04"], out["t05"] = (pd.concat(out[k], ignore_index=True) for k in ("t04", "t05"))
     return out
 
 
 @pytest.fixture(scope="module")
 def probe_null(setting):
-    """Per replicate: every copy's matched pool (04) and error pool (05), the base's and each copy's qualities there
-    and their continuation success from the error states; the base is one copy, the RL seeds three others."""
-    _, tok, tasks, player, _ = setting
-    chat = ChatFormat(tok, {})
-    by_id = {t.task_id: t for t in tasks}
-    base = player("habit", True, 11, "base")
-    rl = {f"grpo-s{k}": player("habit", True, 20 + k, f"copy-s{k}") for k in range(COPIES)}
-    sampling = Sampling()
-    t_max = [t.t_max for t in tasks]
-    base_trajs = _by_rep(rollout(base, "frozenlake", tasks, t_max, 2 * N_NULL, sampling, seed=4000))
-    rl_trajs = {
-        n: _by_rep(rollout(p, "frozenlake", tasks, t_max, 2 * N_NULL, sampling, seed=4000))
-        for n, p in rl.items()
-    }
-    matched_pools, error_pools = [], []
-    for r in range(N_NULL):
-        attempts = probing.attempts_of(base_trajs[r])
-        m, e = {}, {}
-        for name in rl:
-            m[name] = probing.matched_pool(
-                base_trajs[r], rl_trajs[name][r], by_id, N_MATCHED, seed=4001 + r, at_most=True
-            )
-            cand = probing.matched_pool(
-                base_trajs[r], rl_trajs[name][r], by_id, 4 * N_ERR, seed=5000 + r, at_most=True
-            )
-            order = np.random.default_rng(5001 + r).permutation(len(cand))
-            e[name] = probing.error_pool([cand[i] for i in order], chat, 5002, N_ERR, attempts)
-        matched_pools.append(m)
-        error_pools.append(e)
-
-    def batched(fn, policy, pools_of_rep):
-        """fn over the pools of every replicate in one call; back split per replicate."""
-        flat = [s for pool in pools_of_rep for s in pool]
-        values = fn(policy, flat)
-        out, i = [], 0
-        for pool in pools_of_rep:
-            out.append(values[i : i + len(pool)])
-            i += len(pool)
-        return out
-
-    quality = lambda p, s: probing.state_quality(p, s, G, Sampling(seed=4002))  # noqa: E731
-    cont = lambda p, s: probing.continuation_success(p, s, N_CONT, Sampling(), 5004)  # noqa: E731
-    out = {"matched": matched_pools, "errors": error_pools, "q_matched": {}, "q_error": {}, "cont": {}}
-    for name, p in rl.items():
-        for key, pools, fn in (("q_matched", matched_pools, quality), ("q_error", error_pools, quality),
-                               ("cont", error_pools, cont)):  # fmt: skip
-            out[key][name, "rl"] = batched(fn, p, [pools[r][name] for r in range(N_NULL)])
-            out[key][name, "base"] = batched(
-                fn, base, [pools[r][name] for r in range(N_NULL)]
-            )  # one call per pool, as the notebook
-    return out
+    cpu, tok, tasks, player = setting
+    agents, chat = _agents(player, tok), ChatFormat(tok, models.chat_kwargs(tok))
+    return [_replicate(dataclasses.replace(cpu, seed=r), agents, tasks[:6], chat) for r in range(N_NULL)]
 
 
-def _table(pools: dict, q: dict, r: int) -> pd.DataFrame:
-    """matched.quality_table's per-state table of replicate r (the sharpened base's column is the base's)."""
-    return pd.concat([probing.state_table(pool, {"rl": q[name, "rl"][r], "base": q[name, "base"][r],
-                                                 "sharp": q[name, "base"][r]}).assign(rl_seed=int(name.rsplit("-s", 1)[1]))
-                      for name, pool in pools.items()], ignore_index=True)  # fmt: skip
+def _by_seed(table: pd.DataFrame, unit) -> list[np.ndarray]:
+    return [unit(g, "rl", "base") for _, g in table.groupby("rl_seed", sort=True)]
+
+
+def test_04_mean_quality_difference_null(probe_null):
+    """`probing.seed_summary`'s `rl_vs_base` `paired` (what `matched.findings` decides by): `probing.paired_units`
+    of the per-seed state differences (ties count as 0)."""
+    _check("04 mean quality difference rl - base, paired by seed",
+           [probing.paired_units(_by_seed(d["t04"], probing.differences), CI, matched.POWER) for d in probe_null])  # fmt: skip
+
+
+def test_04_wins_minus_losses_null(probe_null):
+    """`probing.seed_summary`'s `net_win_paired`: wins minus losses per state (`probing.net_wins`), paired by seed.
+    Its mean is 0 under identical players whatever the ties (a win rate's is (1 - ties) / 2, not 1/2)."""
+    _check("04 wins minus losses rl vs base, paired by seed",
+           [probing.paired_units(_by_seed(d["t04"], probing.net_wins), CI, matched.POWER) for d in probe_null])  # fmt: skip
+
+
+def test_05_next_action_null(probe_null):
+    """Notebook 05's `superior_action` is `seed_summary` at the error states: the same two verdicts there."""
+    for unit in (probing.differences, probing.net_wins):
+        _check(f"05 next action ({unit.__name__}) rl vs base, paired by seed",
+               [probing.paired_units(_by_seed(d["t05"], unit), CI, recovery.POWER) for d in probe_null])  # fmt: skip
+
+
+def _continuation_verdict(d: dict) -> dict:
+    """`recovery.continuation`'s `paired` "rl - base": per seed, the per-state differences of continuation success."""
+    units = [d["cont"][n, "rl"] - d["cont"][n, "base"] for n in d["errors"]]
+    means = [float(u.mean()) for u in units]
+    return stats.paired_verdict(means, [0.0] * len(means), CI, recovery.POWER, units=units)
 
 
 def test_05_continuation_null(probe_null):
-    """recovery.continuation's "rl - base": the nested bootstrap of the per-seed differences of continuation success."""
-    d = probe_null
-    intervals = []
-    for r in range(N_NULL):
-        per_seed = [d["cont"][n, "rl"][r] - d["cont"][n, "base"][r] for n in d["errors"][r]]
-        _, lo, hi = metrics.nested_bootstrap(per_seed, lambda x: x, N_BOOT, 0.95, 0)
-        intervals.append((lo, hi))
-    excluded = _excluded(intervals)
-    _report("05 recovery.continuation (rl - base)", excluded)
-    assert excluded.mean() <= MAX_EXCLUDED
-
-
-def test_05_continuation_composition_is_the_modules(setting, probe_null):
-    """The null above composes what recovery.continuation composes: on replicate 0, the module's own call with the
-    same players and pools gives the same difference as continuation_success per pool + nested_bootstrap."""
-    player = setting[3]
-    cfg = config.load("cpu", seed=0, probing__n_continuations=N_CONT, eval__n_bootstrap=N_BOOT)
-    errors = probe_null["errors"][0]
-    base = player("habit", True, 11, "base")
-    agents = {
-        "base": base,
-        "sharp": base,
-        **{n: player("habit", True, 20 + k, f"copy-s{k}") for k, n in enumerate(errors)},
-    }
-    _, differences, _ = recovery.continuation(cfg, agents, errors)
-    sampling = Sampling.from_config(cfg.sampling)
-    own = [probing.continuation_success(agents[n], errors[n], N_CONT, sampling, cfg.seed + 5004)
-           - probing.continuation_success(base, errors[n], N_CONT, sampling, cfg.seed + 5004) for n in errors]  # fmt: skip
-    assert differences["rl - base"] == metrics.nested_bootstrap(
-        own, lambda x: x, N_BOOT, cfg.eval.ci, cfg.seed
-    )
+    _check("05 continuation rl - base, paired by seed", [_continuation_verdict(d) for d in probe_null])
 
 
 def test_05_concentration_null(probe_null):
-    """Measured: 20 of 200 (10 %, twice the nominal 5 %: at the limit; the cause is test_04_win_minus_loss_null's)."""
-    d = probe_null
-    intervals = []
-    for r in range(N_NULL):
-        c = recovery.concentration(_table(d["errors"][r], d["q_error"], r), _table(d["matched"][r], d["q_matched"], r),
-                                   N_BOOT, 0.95, 0)  # fmt: skip
-        intervals.append(tuple(c["rl_vs_base"]["ci"]))
-    excluded = _excluded(intervals)
-    _report("05 recovery.concentration (rl vs base)", excluded)
-    assert excluded.mean() <= MAX_EXCLUDED
+    """`recovery.concentration` itself (its `paired`: the t-interval over the seeds' win rate at error states minus
+    at matched states, what `recovery.findings` decides by)."""
+    cols = ["rl_seed", "dead", *ROLES_NULL]
+    _check("05 concentration rl vs base, paired by seed",
+           [recovery.concentration(d["t05"][cols], d["t04"][cols], 20, CI, 0)["rl_vs_base"]["paired"]
+            for d in probe_null])  # fmt: skip
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="probing.seed_summary / matched.findings: the win rate of identical players "
-    "is (1 - ties) / 2, below the 1/2 the verdict compares it with",
-)
-def test_04_win_rate_null(probe_null):
-    d = probe_null
-    outside = []
-    for r in range(N_NULL):
-        s = probing.seed_summary(
-            _table(d["matched"][r], d["q_matched"], r), [("rl", "base")], N_BOOT, 0.95, 0
-        )
-        lo, hi = s["rl_vs_base"]["better_ci"]
-        outside.append(lo > 0.5 or hi < 0.5)
-    outside = np.array(outside)
-    print(f"04 seed_summary: the win rate's interval excludes 1/2 in {outside.sum()} of {outside.size}")
-    assert outside.mean() <= MAX_EXCLUDED
+def test_04_05_replicate_is_the_modules(setting, probe_null, tmp_path):
+    """Replicate 0 of the nulls is what the modules draw: `matched.recorded` + `probing.matched_pool` (as
+    `matched.probe`), `matched.quality_table`, `recovery.error_pools` and `recovery.continuation` on the scripted
+    roster give the same pools, per-state tables, error states and continuation verdict; `probing.seed_summary`'s
+    verdicts are the `paired_units` the nulls compute."""
+    cpu, tok, tasks, player = setting
+    cfg, tasks, agents = dataclasses.replace(cpu, seed=0), tasks[:6], _agents(player, tok)
+    mine = _replicate(cfg, agents, tasks, ChatFormat(tok, models.chat_kwargs(tok)), roles=("base", "sharp", "rl",
+                                                                                           "rl_sharp"))  # fmt: skip
+    by_id = {t.task_id: t for t in tasks}
+    with store.results_at(tmp_path):
+        pools = {name: probing.matched_pool(matched.recorded(cfg, agents, tasks, f"base-s{k}"),
+                                            matched.recorded(cfg, agents, tasks, name), by_id, N_MATCHED,
+                                            seed=controls.stream(cfg.seed + 4001, k))
+                 for k, name in enumerate(controls.seeds_of(agents, "grpo"))}  # fmt: skip
+        t04 = matched.quality_table(agents, pools, G, cfg, cfg.seed + 4002)
+        errors = recovery.error_pools(cfg, agents, tasks)
+        t05 = matched.quality_table(agents, errors, G, cfg, cfg.seed + 5003)
+        _, _, _, paired = recovery.continuation(cfg, agents, errors)
+    for key, theirs in (("pools", pools), ("errors", errors)):
+        assert {n: [s.key for s in p] for n, p in mine[key].items()} == {
+            n: [s.key for s in p] for n, p in theirs.items()
+        }
+    pd.testing.assert_frame_equal(mine["t04"], t04[mine["t04"].columns])
+    pd.testing.assert_frame_equal(mine["t05"], t05[mine["t05"].columns])
+    assert _continuation_verdict(mine) == paired["rl - base"]
+    s = probing.seed_summary(t04, [("rl", "base")], N_BOOT, CI, 0, target_power=matched.POWER)["rl_vs_base"]
+    assert s["paired"] == probing.paired_units(_by_seed(t04, probing.differences), CI, matched.POWER)
+    assert s["net_win_paired"] == probing.paired_units(_by_seed(t04, probing.net_wins), CI, matched.POWER)
+    null0 = probe_null[0]
+    pd.testing.assert_frame_equal(null0["t04"], t04[null0["t04"].columns])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="metrics.nested_bootstrap as matched.probe / recovery.error_pools use it: "
-    "every RL seed's pool shares its base half (probing.matched_pool drawn with one seed for every RL "
-    "seed) and the base's draws there, but seeds are resampled as independent: too narrow (23 of 200)",
-)
-def test_04_win_minus_loss_null(probe_null):
-    """What a tie-aware 04 would report: wins minus losses per state (probing.wins both ways), seeds-then-states."""
-    d = probe_null
-    intervals = []
-    for r in range(N_NULL):
-        t = _table(d["matched"][r], d["q_matched"], r)
-        per_seed = [
-            probing.wins(g, "rl", "base") - probing.wins(g, "base", "rl") for _, g in t.groupby("rl_seed")
-        ]
-        intervals.append(metrics.nested_bootstrap(per_seed, lambda x: x, N_BOOT, 0.95, 0)[1:])
-    excluded = _excluded(intervals)
-    _report("04 wins - losses", excluded)
-    assert excluded.mean() <= MAX_EXCLUDED
+def test_04_05_planted_effect_detected(setting):
+    """RL's slot holds the budget-aware optimum, the base's the demonstrator: the paired mean quality difference at
+    matched states (20 maps, 96 states per seed: with 3 seeds the t-interval has 2 degrees of freedom, so the null
+    replicates' 8 states per seed would detect it about half the time) must lie above 0, and so must the mean
+    continuation difference."""
+    cpu, tok, tasks, player = setting
+    agents = _agents(player, tok)
+    for k in range(COPIES):
+        agents[f"grpo-s{k}"] = player("optimum", False, 2000 + k, f"grpo-s{k}")
+    chat = ChatFormat(tok, models.chat_kwargs(tok))
+    probing_cfg = dataclasses.replace(cpu.probing, n_states=96, n_error_states=12)
+    reps = [_replicate(dataclasses.replace(cpu, seed=100 + r, probing=probing_cfg), agents, tasks, chat)
+            for r in range(6)]  # fmt: skip
+    q = [probing.paired_units(_by_seed(d["t04"], probing.differences), CI, matched.POWER) for d in reps]
+    c = [_continuation_verdict(d) for d in reps]
+    print(f"04 planted: mean quality difference {np.mean([v['diff'] for v in q]):+.3f} (MDE "
+          f"{np.mean([v['mde'] for v in q]):.3f}), detected in {sum(v['low'] > 0 for v in q)} of {len(q)}; 05 "
+          f"continuation {np.mean([v['diff'] for v in c]):+.3f} (MDE {np.mean([v['mde'] for v in c]):.3f}), detected "
+          f"in {sum(v['low'] > 0 for v in c)} of {len(c)}")  # fmt: skip
+    assert np.mean([v["low"] > 0 for v in q]) >= 0.8
+    assert np.mean([v["diff"] for v in c]) > 0
+
+
+class _Scorer:
+    """A policy's teacher-forced log-probs, all that `likelihood.cumulative_llr` reads: a fixed function of the
+    tokens (a scripted player scores replies at a prompt, not whole conversations)."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def score(self, prompts, continuations):
+        return [[-0.01 * (t % 97) - 0.1 for t in c] for c in continuations]
+
+
+def test_06_llr_null_is_zero_by_construction(setting):
+    """Notebook 06's cumulative LLR log pi_RL - log pi_base of one policy against a copy of itself is 0 at every
+    token (`likelihood.cumulative_llr` subtracts two identical scores), whatever the streams that drew the
+    trajectories: an identical-policy null has no sampling variance, so there is no interval to calibrate and no
+    replicates are run; this checks only that it is exactly 0. 06's verdicts (RL's successful trajectories against
+    the base's, paired by seed) are intervals of differences, tested on hand-made numbers in
+    tests/test_findings_probing.py."""
+    _, _, tasks, player = setting
+    trajs = rollout(
+        player("habit", True, 1, "grpo-s0"), "frozenlake", tasks[:4], BUDGET, 2, Sampling(), seed=6000
+    )
+    llr = likelihood.cumulative_llr(_Scorer("grpo-s0"), _Scorer("base"), trajs)
+    assert len(llr) and (llr["cum_llr"] == 0).all()

@@ -276,8 +276,46 @@ def difference_findings(m: dict, key: str = "matched_states", where: str = "live
     return lines
 
 
+CLAIM = "- **The paper's claim** (RL is not uniformly better at single steps; its mean step quality no better than the base's)"
+
+
+def net_win(d: dict) -> str:
+    """Wins minus losses beside the shares, paired by seed where recorded: `wins 61.0 % / ties 2.0 % / losses
+    37.0 %, wins minus losses +0.240 [+0.110, +0.370] (above 0; MDE 0.100)`."""
+    shares = (
+        f"wins {fmt.percent(d['better'])} / ties {fmt.percent(d['tie'])} / losses {fmt.percent(d['worse'])}"
+    )
+    v = d.get("net_win_paired")
+    return shares + (f", wins minus losses {fmt.verdict(v, digits=3)}" if v else "")
+
+
+def claim(s: dict) -> str:
+    """The verdict on the paper's claim: the side of 0 of the paired, tie-aware interval of the mean quality
+    difference, RL minus the base and RL minus the sharpened base (a tie counts as 0), with wins, ties and losses
+    beside it. Never a win rate against 1/2: under no effect a win rate is (1 - ties) / 2, below 1/2 wherever there
+    are ties. A run from before the paired verdicts (no `paired`) gets no verdict."""
+    rb, rs = s["rl_vs_base"], s["rl_vs_sharp"]
+    if not rb.get("paired"):
+        return (f"{CLAIM}: no verdict from this run: it predates the paired, tie-aware interval of the mean quality "
+                "difference, and a win rate against one half is no test (ties pull it below one half under no "
+                "effect).")  # fmt: skip
+    verdict = {"above 0": "not supported here: RL's steps are better than the base's on average",
+               "below 0": "consistent: RL's steps are worse than the base's on average"}.get(
+        fmt.side(rb["paired"]["low"], rb["paired"]["high"]),
+        "undecided at this sample size: the interval contains 0 (an effect below the MDE could be missed)")  # fmt: skip
+    line = f"{CLAIM}: RL minus base {difference(rb)}, {net_win(rb)}: {verdict}"
+    if rs.get("paired"):
+        sharp = {"above 0": "RL's steps are better on average: a per-step gain beyond sharpening",
+                 "below 0": "the sharpened base's steps are better on average: no per-step gain beyond sharpening"}.get(
+            fmt.side(rs["paired"]["low"], rs["paired"]["high"]),
+            "this sample cannot tell RL's per-step gain from sharpening")  # fmt: skip
+        line += f"; against the sharpened base {difference(rs)}, {net_win(rs)}: {sharp}"
+    return line + "."
+
+
 def findings(m: dict) -> list[str]:
-    """The 'what this run found' section of notebook 04, from its metrics.json."""
+    """The 'what this run found' section of notebook 04, from its metrics.json: win rates as described numbers, the
+    verdicts from the paired intervals (`claim`, `difference_findings`)."""
     if "skipped" in m:
         return probing.skipped_findings(m)
     s = m["matched_states"]
@@ -300,23 +338,7 @@ def findings(m: dict) -> list[str]:
         f"{win(s['rl_vs_sharp'])}; the sharpened base better than the base at {win(s['sharp_vs_base'])}.",
         "- **Mean quality** (live states): " + "; ".join(f"{k} {fmt.entry(v)}" for k, v in q.items()) + ".",
     ]
-    lo, hi = rb["better_ci"]
-    if lo > 0.5:
-        verdict = "not supported here: RL is better at more than half of the live states"
-    elif hi < 0.5:
-        verdict = "consistent: RL is better at fewer than half of the live states"
-    else:
-        verdict = "undecided at this sample size: the interval contains one half"
-    vs_sharp = s["rl_vs_sharp"]["better_ci"]
-    if vs_sharp[0] > 0.5:
-        sharp = "RL's steps are better at more than half of the states: a per-step gain beyond sharpening."
-    elif vs_sharp[1] < 0.5:
-        sharp = ("the sharpened base's steps are better at more than half of the states: no per-step gain beyond "
-                 "sharpening.")  # fmt: skip
-    else:
-        sharp = "this sample cannot tell RL's per-step gain from sharpening."
-    lines.append(f"- **The paper's claim** (RL is not uniformly better at single steps): {verdict}; against the "
-                 f"sharpened base {sharp}")  # fmt: skip
+    lines.append(claim(s))
     if (s["rl_vs_base"].get("paired") or None) is not None:
         lines += difference_findings(m)
     rows = [r for r in m["by_depth"] if r["comparison"] == "rl vs base"]

@@ -85,15 +85,38 @@ def test_report_dispatches_to_the_modules():
 
 
 def test_matched_findings_read_the_verdicts_from_the_intervals():
+    """Issue 27: the paper's claim is decided by the paired, tie-aware interval of the mean quality difference (with
+    wins, ties and losses and wins minus losses beside it), never by the win rate against 1/2; a run from before the
+    paired verdicts gets none."""
     m = _committed("04_step_level_probing")
     s = m["matched_states"]
     text = "\n".join(matched.findings(m))
     assert f"RL better than the base** at {fmt.percent(s['rl_vs_base']['better'])} [" in text
     assert "by depth d_t" in text.lower() and text.count("dead)") == 4  # one entry per depth bin
-    m["matched_states"]["rl_vs_base"]["better_ci"] = [0.3, 0.45]
-    assert "consistent: RL is better at fewer than half" in "\n".join(matched.findings(m))
-    m["matched_states"]["rl_vs_base"]["better_ci"] = [0.45, 0.55]
-    assert "undecided at this sample size" in "\n".join(matched.findings(m))
+    assert "no verdict from this run" in text
+    m["matched_states"]["rl_vs_base"]["better_ci"] = [0.3, 0.45]  # a win rate below 1/2 decides nothing
+    assert "no verdict from this run" in "\n".join(matched.findings(m))
+    m = copy.deepcopy(_committed("04_step_level_probing"))
+    _with_differences(m["matched_states"])
+    m["power"] = 0.8
+    rb = m["matched_states"]["rl_vs_base"]
+    cases = {(0.011, -0.009, 0.031): "undecided at this sample size: the interval contains 0",
+             (-0.02, -0.035, -0.005): "consistent: RL's steps are worse than the base's on average",
+             (0.02, 0.005, 0.035): "not supported here: RL's steps are better than the base's on average"}  # fmt: skip
+    for (diff, low, high), verdict in cases.items():
+        rb["paired"] = _paired(diff, low, high)
+        for better_ci in ([0.3, 0.45], [0.55, 0.7]):  # the win rate's interval changes nothing
+            rb["better_ci"] = better_ci
+            lines = matched.findings(m)
+            claim = next(line for line in lines if line.startswith("- **The paper's claim**"))
+            assert verdict in claim and _unexplained(lines, m) == []
+            assert f"RL minus base {fmt.verdict(rb['paired'], digits=3)}" in claim
+            assert (f"wins {fmt.percent(rb['better'])} / ties {fmt.percent(rb['tie'])} / losses "
+                    f"{fmt.percent(rb['worse'])}, wins minus losses +0.050 [+0.010, +0.090]") in claim  # fmt: skip
+            assert "this sample cannot tell RL's per-step gain from sharpening" in claim
+    m["matched_states"]["rl_vs_sharp"]["paired"] = _paired(-0.02, -0.035, -0.005)
+    claim = next(line for line in matched.findings(m) if line.startswith("- **The paper's claim**"))
+    assert "no per-step gain beyond sharpening" in claim
 
 
 def test_recovery_findings_say_where_each_interval_lies():
@@ -141,7 +164,13 @@ def _with_differences(s: dict) -> None:
     """Hand-made mean quality differences of every comparison, and the symmetric control, in a seed summary."""
     s["rl_sharp_vs_sharp"] = copy.deepcopy(s["rl_vs_sharp"])
     for k in ("rl_vs_base", "rl_vs_sharp", "sharp_vs_base", "rl_sharp_vs_sharp"):
-        s[k] |= {"mean_diff": 0.011, "mean_diff_ci": [-0.004, 0.026], "paired": _paired(0.011, -0.009, 0.031)}
+        s[k] |= {
+            "mean_diff": 0.011,
+            "mean_diff_ci": [-0.004, 0.026],
+            "paired": _paired(0.011, -0.009, 0.031),
+            "net_win": 0.05,
+            "net_win_paired": _paired(0.05, 0.01, 0.09),
+        }
     s["rl_sharp_vs_sharp"]["paired"] = _paired(0.021, 0.004, 0.038)
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from helpers import controls, evaluate, fmt, likelihood, metrics, paper, store
+from helpers import controls, evaluate, fmt, likelihood, metrics, paper, stats, store
 from helpers.agents import AgentLike, opened, opened_on_demand
 from helpers.config import Config
 from helpers.envs import load_tasks, settings
@@ -27,6 +27,7 @@ from helpers.policy import Sampling
 
 NOTEBOOK = "06_likelihood_analysis"
 ROLES = ("rl", "base", "sharp")
+POWER = 0.8  # the power at which every minimum detectable effect is stated
 
 
 @dataclass
@@ -127,6 +128,26 @@ def llr_summary(ratio: pd.DataFrame, rl_names: list[str], n_boot: int = 1000, ci
     }
 
 
+def llr_difference(
+    ratio: pd.DataFrame, rl_names: list[str], ci: float = 0.95, target_power: float = POWER
+) -> dict | None:
+    """The verdict on the direction: per RL seed k, the mean final cumulative LLR (under seed k's model) of its
+    successful trajectories minus that of the base's successful trajectories, paired by seed
+    (`stats.paired_verdict`: t-interval over the seeds' differences, MDE at `target_power`). The base's trajectories
+    are one set scored by every seed's model, so the interval covers the RL seeds' variation and not the sampling of
+    that set. None with fewer than 2 seeds that have successful trajectories of both."""
+    rl, base = [], []
+    for name in rl_names:
+        finals = {}
+        for role in ("rl", "base"):
+            one = ratio[(ratio["rl_seed"] == name) & (ratio["trajectories_of"] == role)]
+            finals[role] = one[one["success"]].groupby("trajectory")["cum_llr"].last().to_numpy()
+        if finals["rl"].size and finals["base"].size:
+            rl.append(float(finals["rl"].mean()))
+            base.append(float(finals["base"].mean()))
+    return stats.paired_verdict(rl, base, ci, target_power) if len(rl) >= 2 else None
+
+
 def by_turn(ratio: pd.DataFrame, n_boot: int = 1000, ci: float = 0.95, seed: int = 0) -> pd.DataFrame:
     """Per trajectory source (`trajectories_of`) and turn: the mean cumulative LLR over the trajectories still
     running at that turn, mean over RL seeds (column `rl_seed`, each seed's RL model scores them), with a
@@ -169,9 +190,11 @@ def transcripts(cfg: Config, out: store.Run, rec: Recorded) -> tuple[dict, Path 
     return found, path
 
 
-def summary(cfg: Config, rec: Recorded, nll: dict, llr: dict, transcript_metrics: dict) -> dict:
-    """Everything notebook 06 reports, for its metrics.json (and `findings`)."""
+def summary(cfg: Config, rec: Recorded, nll: dict, llr: dict, transcript_metrics: dict,
+            difference: dict | None = None) -> dict:  # fmt: skip
+    """Everything notebook 06 reports, for its metrics.json (and `findings`); `difference` is `llr_difference`."""
     return {
+        "cum_llr_difference": difference,
         "env": cfg.env.name,
         "nll_base_policy": {k: {"mean": v[0], "ci": [v[1], v[2]]} for k, v in nll.items()},
         "cum_llr_successful": {k: {"mean": v[0], "ci": [v[1], v[2]]} for k, v in llr.items()},
@@ -204,12 +227,22 @@ def findings(m: dict) -> list[str]:
         "of tokens, so only the direction is comparable).",
     ]  # fmt: skip
     if "rl" in llr and "base" in llr:
-        sep = llr["rl"]["ci"][0] > llr["base"]["ci"][1]
         sharp = (
             f"; the sharpened base's successful trajectories score {fmt.entry(llr['sharp'])}."
             if "sharp" in llr
             else "."
         )
-        lines.append(f"- **Direction:** successful RL trajectories {'are' if sep else 'are not clearly'} likelier "
-                     f"under RL than successful base trajectories{sharp}")  # fmt: skip
+        d = m.get("cum_llr_difference")
+        if (
+            d is None
+        ):  # a run from before the interval of the difference: no verdict from two separate intervals
+            verdict = ("no verdict from this run: it predates the interval of the difference, and whether two "
+                       "separate intervals overlap is no test of it")  # fmt: skip
+        else:
+            verdict = f"RL minus base, paired by seed, {fmt.verdict(d, digits=2)}: " + {
+                "above 0": "successful RL trajectories are likelier under RL than successful base trajectories",
+                "below 0": "successful RL trajectories are less likely under RL than successful base trajectories",
+            }.get(fmt.side(d["low"], d["high"]), "this sample cannot tell the direction (an effect below the MDE could "
+                                                   "be missed)")  # fmt: skip
+        lines.append(f"- **Direction:** {verdict}{sharp}")
     return lines

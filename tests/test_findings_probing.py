@@ -212,3 +212,43 @@ def test_recovery_findings_decide_by_the_paired_intervals():
     for k in m["continuation_difference"]:
         assert f"**{k}** (continuation):" in text
     assert "paired by seed +4.0 [+1.0, +7.0] (above 0; MDE 3.0) points: interval above 0." in text
+
+
+def test_llr_direction_is_decided_by_the_interval_of_the_difference():
+    """Issue 27: the direction is the side of 0 of the paired interval of RL's minus the base's cumulative LLR
+    (`llr.llr_difference`), never whether two separate intervals overlap; a run without it gets no verdict."""
+    m = _committed("06_likelihood_analysis")
+    m.pop("cum_llr_difference", None)
+    m["cum_llr_successful"]["rl"]["ci"] = [5.0, 6.0]  # far apart intervals decide nothing
+    direction = next(line for line in llr.findings(m) if line.startswith("- **Direction:**"))
+    assert "no verdict from this run" in direction
+    cases = {(1.7, 0.9, 2.5): "are likelier under RL", (-0.4, -0.7, -0.1): "are less likely under RL",
+             (0.3, -0.5, 1.1): "cannot tell the direction"}  # fmt: skip
+    for (diff, low, high), verdict in cases.items():
+        m["cum_llr_difference"] = _paired(diff, low, high)
+        lines = llr.findings(m)
+        direction = next(line for line in lines if line.startswith("- **Direction:**"))
+        assert verdict in direction and fmt.verdict(m["cum_llr_difference"], digits=2) in direction
+        assert _unexplained(lines, m) == []
+
+
+def test_llr_difference_pairs_the_seeds():
+    """`llr.llr_difference`: per seed, the mean final cumulative LLR of its successful trajectories minus the
+    base's, as `stats.paired_verdict` of the seed means."""
+    import pandas as pd
+
+    from helpers import stats
+
+    rows = []
+    for k, (r, b) in enumerate([(2.0, 1.0), (3.0, 0.5), (2.5, 1.5)]):
+        for role, v in (("rl", r), ("base", b)):
+            for t, extra in enumerate((0.2, -0.2)):  # two successful trajectories, last turn's value counts
+                rows += [{"rl_seed": f"grpo-s{k}", "trajectories_of": role, "trajectory": t, "turn": 1,
+                          "cum_llr": 99.0, "success": True},
+                         {"rl_seed": f"grpo-s{k}", "trajectories_of": role, "trajectory": t, "turn": 2,
+                          "cum_llr": v + extra, "success": True}]  # fmt: skip
+            rows.append({"rl_seed": f"grpo-s{k}", "trajectories_of": role, "trajectory": 9, "turn": 1,
+                         "cum_llr": -50.0, "success": False})  # fmt: skip
+    d = llr.llr_difference(pd.DataFrame(rows), ["grpo-s0", "grpo-s1", "grpo-s2"])
+    assert d == stats.paired_verdict([2.0, 3.0, 2.5], [1.0, 0.5, 1.5], 0.95, llr.POWER)
+    assert d["diff"] == pytest.approx(1.5)

@@ -18,7 +18,7 @@ With --profile NAME it reads that profile's own test maps instead (`load_tasks`,
 `helpers.headroom.table` on them: every column and headroom at 25 / 50 / 75 / 100 % of T_max, solvable maps, and
 the CPU time the profile's map sets took to build:
 
-    nice -n 19 env OMP_NUM_THREADS=1 .venv/bin/python benchmarks/budget_testbed.py --profile cpu_budget --maps 100
+    nice -n 19 env OMP_NUM_THREADS=1 .venv/bin/python benchmarks/budget_testbed.py --profile cpu --maps 100
 """
 
 from __future__ import annotations

@@ -12,9 +12,10 @@ sizes: each analysis is run, through the notebook's own calls, on pairs of scrip
 Notebook 02 (`success_by_budget`): every player is evaluated as `budgetmix.evaluate` evaluates a model (the cfg's
 `eval.n_tasks` test maps at `eval.budget_fractions` of T_max, `eval.n_samples` samples, one copy per RL seed of
 `train.seeds`, every copy on the same draws of the ice), and the difference is `budgetmix.gain_table`'s
-"budgetmix - grpo" row with player a in BudgetMix's slot and player b in GRPO's (and the base's and the sharpened
-base's). Notebook 05 (`continuation`): error pools are built as `recovery.error_pools` builds them (candidates half
-from b's, half from each copy of a's probing trajectories; errors injected by the environment), and
+"budgetmix - grpo" row, with the interval its verdict reads (paired by seed: `t_low`, `t_high`), player a in BudgetMix's slot and player b in GRPO's (and the base's and the sharpened
+base's). Notebook 05 (`continuation`): error pools are built as `recovery.error_pools` builds them (per RL seed,
+candidates half from b's, half from that copy of a's probing trajectories, on the seed's own draws; errors injected
+by the environment), and
 `recovery.continuation` continues from them with a's copies as the RL seeds and b as the base (and the sharpened
 base); the difference is its "rl - base". Its records go to a temporary results folder, never to the run's own.
 
@@ -32,7 +33,7 @@ import time
 import numpy as np
 import pandas as pd
 
-from helpers import base_model, budget, budgetmix, models, probing, recovery, scripted, store
+from helpers import base_model, budget, budgetmix, controls, models, probing, recovery, scripted, store
 from helpers import evaluate as evaluation
 from helpers.config import Config
 from helpers.envs import Task, load_tasks, settings
@@ -113,10 +114,11 @@ def success_by_budget(cfg: Config, tok, cases: dict = CASES) -> pd.DataFrame:
     for p in used:
         for k in copies:
             policy = player(cfg, tok, p, k)
-            for (_, b), ts in cells.items():  # the same seed for every player: the same draws of the ice
+            for (f, b), ts in cells.items():  # the same seed for every player: the same draws of the ice
                 trajs = rollout(policy, cfg.env.name, ts, b, cfg.eval.n_samples, sampling, seed=cfg.seed + 1000,
                                 step_quality=False)  # fmt: skip
-                records += [evaluation.trajectory_record(t) for t in trajs]
+                # the cell's fraction, as budgetmix.evaluate records it (b / T_max differs where b was rounded)
+                records += [{**evaluation.trajectory_record(t), "fraction": f} for t in trajs]
     df = pd.DataFrame(records)
     truth = {}
     for p in used:
@@ -136,7 +138,7 @@ def success_by_budget(cfg: Config, tok, cases: dict = CASES) -> pd.DataFrame:
                 else 100 * (truth[a][r.fraction] - truth[b][r.fraction])
             )
             rows.append(_row("02 success by budget", case, f"{100 * r.fraction:g} % ({labels[r.fraction]})",
-                             round(true, 2), r.gain_points, r.low, r.high))  # fmt: skip
+                             round(true, 2), r.gain_points, r.t_low, r.t_high))  # fmt: skip
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
@@ -145,24 +147,25 @@ def success_by_budget(cfg: Config, tok, cases: dict = CASES) -> pd.DataFrame:
 
 def error_pools(cfg: Config, chat: ChatFormat, base, rl: dict, tasks: list) -> dict[str, list]:
     """Every RL copy's error states, built as `recovery.error_pools` builds them from `matched.recorded`'s
-    probing trajectories (two per test task at T_max): a balanced, shuffled candidate pool, errors injected."""
+    probing trajectories (two per test task at T_max) on each RL seed's own draws (`controls.stream`): the seed's
+    base trajectories and its RL copy's, a balanced, shuffled candidate pool, errors injected."""
     p, sampling = cfg.probing, Sampling.from_config(cfg.sampling)
     by_id = {t.task_id: t for t in tasks}
 
-    def recorded(policy):
-        return rollout(
-            policy, cfg.env.name, tasks, [t.t_max for t in tasks], 2, sampling, seed=cfg.seed + 4000
-        )
+    def recorded(policy, k: int):
+        return rollout(policy, cfg.env.name, tasks, [t.t_max for t in tasks], 2, sampling,
+                       seed=controls.stream(cfg.seed + 4000, k))  # fmt: skip
 
-    base_trajs = recorded(base)
-    attempts = probing.attempts_of(base_trajs)
     out = {}
     for name, policy in rl.items():
-        candidates = probing.matched_pool(base_trajs, recorded(policy), by_id, min(4 * p.n_error_states, 400),
-                                          seed=cfg.seed + 5000, at_most=True)  # fmt: skip
-        order = np.random.default_rng(cfg.seed + 5001).permutation(len(candidates))
-        out[name] = probing.error_pool([candidates[i] for i in order], chat, cfg.seed + 5002, p.n_error_states,
-                                       attempts)  # fmt: skip
+        k = controls.rl_seed_of(name)
+        base_trajs = recorded(base, k)  # this seed's own base trajectories
+        attempts = probing.attempts_of(base_trajs)
+        candidates = probing.matched_pool(base_trajs, recorded(policy, k), by_id, min(4 * p.n_error_states, 400),
+                                          seed=controls.stream(cfg.seed + 5000, k), at_most=True)  # fmt: skip
+        order = np.random.default_rng(controls.stream(cfg.seed + 5001, k)).permutation(len(candidates))
+        out[name] = probing.error_pool([candidates[i] for i in order], chat, controls.stream(cfg.seed + 5002, k),
+                                       p.n_error_states, attempts)  # fmt: skip
     return out
 
 
@@ -187,10 +190,20 @@ def continuation(cfg: Config, tok, cases: dict = CASES) -> pd.DataFrame:
         base = player(cfg, tok, b, 0)
         rl = {f"grpo-s{s}": player(cfg, tok, a, k) for k, s in enumerate(cfg.train.seeds)}
         errors = error_pools(cfg, chat, base, rl, tasks)
-        agents = {"base": base, "sharp": player(cfg, tok, b, 1), **rl}
+        sharp = player(cfg, tok, b, 1)
+        agents = {}  # every seed's group, named as controls.by_seed names it (matched.roles)
+        for name, policy in rl.items():
+            k = controls.rl_seed_of(name)
+            agents |= {
+                f"base-s{k}": base,
+                f"sharp-s{k}": sharp,
+                name: policy,
+                controls.sharp_name(name): policy,
+            }
         with tempfile.TemporaryDirectory() as tmp, store.results_at(tmp):
-            _, differences, _ = recovery.continuation(cfg, agents, errors)
-        point, low, high = differences["rl - base"]
+            _, _, _, paired = recovery.continuation(cfg, agents, errors)
+        v = paired["rl - base"]  # the verdict notebook 05 reads: paired by seed
+        point, low, high = v["diff"], v["low"], v["high"]
         ref_a, ref_b = player(cfg, tok, a), player(cfg, tok, b)
         if PLAYERS[a] == PLAYERS[b]:
             true = 0.0
@@ -270,3 +283,13 @@ def findings(m: dict) -> list[str]:
         if len(wrong):
             lines.append(f"  {len(wrong)} interval(s) exclude 0 on the wrong side or for a null.")
     return lines
+
+
+def section(cfg: Config, analysis: str, out: store.Run) -> tuple[pd.DataFrame | None, dict | None]:
+    """A notebook's "can this instrument see it?" section: `run` for one analysis ("02" or "05"), its table written
+    as `instrument`; (None, None) off FrozenLake, where the scripted players do not exist."""
+    if cfg.env.name != "frozenlake":
+        return None, None
+    table, m = run(cfg, (analysis,))
+    out.write_table("instrument", table)
+    return table, m

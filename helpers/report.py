@@ -24,6 +24,7 @@ from helpers import (
     budgetmix,
     dynamics,
     fmt,
+    instrument,
     llr,
     matched,
     paper,
@@ -202,7 +203,20 @@ def findings(profile: str, notebook: str) -> str:
     """The 'what this run found' section of a notebook, as Markdown, from its metrics.json: first the settings
     that change what its numbers mean (`reported_lines`), then the notebook's own findings."""
     m = store.Run.read_metrics(profile, notebook)
-    return fmt.no_negative_zero("\n".join(reported_lines(m) + FINDINGS[notebook](m)))
+    calibration = instrument_lines(m)
+    return fmt.no_negative_zero("\n".join(reported_lines(m) + calibration + FINDINGS[notebook](m)))
+
+
+def instrument_lines(m: dict) -> list[str]:
+    """What the notebook's own analysis does on a planted effect and on a null (`helpers.instrument`, recorded under
+    `instrument` in 02's and 05's metrics.json), first, so the reader sees the instrument's power before its verdict
+    on RL; nothing where the notebook did not run it."""
+    if not m.get("instrument"):
+        return []
+    return [
+        "- **Can this instrument see it?** Scripted players whose difference is known by DP, through this "
+        "notebook's own analysis (section above):"
+    ] + [f"  {line}" for line in instrument.findings(m["instrument"])]
 
 
 def reported(m: dict) -> dict:

@@ -63,7 +63,7 @@ def describe(cfg: Config, train: list[Task], test: list[Task]) -> str:
         c = cfg.env.frozenlake
         lines.append(f"maps of size {c.size}x{c.size}, {c.hole_p:.0%} holes, slippery={c.is_slippery} "
                      f"(success_rate {c.success_rate:g}), T_max = {c.t_max}")  # fmt: skip
-        # issue 26's selection (frozenlake.budget_gaps); off in the committed cpu run
+        # issue 26's selection (frozenlake.budget_gaps); on in the cpu profile
         if c.select_min_gap > 0:
             lines.append(f"maps kept only if their budget-awareness gap averages at least {c.select_min_gap:g} points "
                          "over 25 / 50 / 75 % of T_max (env.frozenlake.select_min_gap), in both splits")  # fmt: skip

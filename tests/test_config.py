@@ -137,6 +137,19 @@ SINCE_839D5C0 = {
     "smoke/deepcoder": {"config": "0d5ce280f490640fa06740ba48daf8a7f818b1d879793c4d77f10434f3933103"},
     "smoke/frozenlake": {"config": "94ac5923d8dd4b073bf8d5d05f578fbb82fa209afa5f9b23c3d375b478591f94"},
     "smoke/intercode_sql": {"config": "c2bac30587be0ee4c3d671b625b50ce9338fac5fbaa654a0f14528587d1a6637"},
+    # 2026-12-04 (issues 26/27), the cpu testbed: maps selected by their budget-awareness gap (env.frozenlake
+    # select_min_gap 10, n_train 1000; so a new base and env settings), five RL seeds, sweep.n_samples 8; the RL
+    # recipe's train part is unchanged. cpu_process mirrors cpu in every key but `process`.
+    "cpu/None": {"config": "dc265baa95754149946171917d3279affd1f08e80b628a1785f7a00e76ebedea", "base": "base-3ba8e4bb9e", "env_settings": "6a2fed089833f255314601bb776988afbe398d8440d69c6df1b403b5d1f8c7d1"},
+    "cpu/bfcl": {"config": "34734a005f9a56c0479771559e16468b5dc27febf4cab2468c4371ed0767cabb", "base": "base-3ba8e4bb9e"},
+    "cpu/deepcoder": {"config": "c15299739900e449ad44b90b4103362f443e012078c56c9f8b989f185b7066c0", "base": "base-3ba8e4bb9e"},
+    "cpu/frozenlake": {"config": "aadc204b1bb0ceaabe2571512e263bbfdeb3e5ec6854cca33578102a67ba3b59", "base": "base-3ba8e4bb9e", "env_settings": "6a2fed089833f255314601bb776988afbe398d8440d69c6df1b403b5d1f8c7d1"},
+    "cpu/intercode_sql": {"config": "5ba2a5f2433fec3befde69544f1a1217663f4d64307b5baf717d5b1eee8788e3", "base": "base-3ba8e4bb9e"},
+    "cpu_process/None": {"config": "9daf5e7448b7f4fb55afc1e31cc8ddb5184eccde5a0ab197b8f1bcdce4620516", "base": "base-3ba8e4bb9e", "env_settings": "6a2fed089833f255314601bb776988afbe398d8440d69c6df1b403b5d1f8c7d1"},
+    "cpu_process/bfcl": {"config": "6df6d39a0eea67fd32e779c4763f1bf60f21d822eafd9c869d9760aa66a09bb7", "base": "base-3ba8e4bb9e"},
+    "cpu_process/deepcoder": {"config": "deec9f2e93e3e03d2935bc85b0606326859faa695e82aae0d14cc22d8c8f1082", "base": "base-3ba8e4bb9e"},
+    "cpu_process/frozenlake": {"config": "1b207155822d6e9753a01081954799dc1e5795cd082a9a65fd7206aa90c0e341", "base": "base-3ba8e4bb9e", "env_settings": "6a2fed089833f255314601bb776988afbe398d8440d69c6df1b403b5d1f8c7d1"},
+    "cpu_process/intercode_sql": {"config": "f4ea887c50964a8efa7bee3b9445c64baba3b8b4b0ab49aa4164376086b43aba", "base": "base-3ba8e4bb9e"},
 }  # fmt: skip
 
 

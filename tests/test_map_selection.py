@@ -52,24 +52,17 @@ def test_without_selection_the_maps_are_those_of_the_code_before_it():
 
 
 def test_the_knob_at_its_default_stays_out_of_every_dict_and_recipe():
-    """Every existing profile keeps its config, base and recipe hashes (tests/test_config.py pins them); here: the
-    knob is absent from to_dict and the env settings at 0 and present once set."""
-    cpu = config.load("cpu")
-    assert "select_min_gap" not in cpu.to_dict()["env"]["frozenlake"]
-    assert "select_min_gap" not in settings(cpu)
-    assert cpu.env.frozenlake.select_min_gap == 0.0
-    chosen = config.load("cpu_budget")
+    """Every profile that does not set it keeps its config, base and recipe hashes (tests/test_config.py pins them);
+    here: the knob is absent from to_dict and the env settings at 0 (smoke) and present once set (cpu)."""
+    smoke = config.load("smoke")
+    assert "select_min_gap" not in smoke.to_dict()["env"]["frozenlake"]
+    assert "select_min_gap" not in settings(smoke)
+    assert smoke.env.frozenlake.select_min_gap == 0.0
+    chosen = config.load("cpu")
     assert chosen.env.frozenlake.select_min_gap == 10.0
     assert settings(chosen)["select_min_gap"] == 10.0
     assert chosen.to_dict()["env"]["frozenlake"]["select_min_gap"] == 10.0
-
-
-def test_cpu_budget_is_cpu_but_for_the_maps():
-    a, b = config.load("cpu").to_dict(), config.load("cpu_budget").to_dict()
-    fa, fb = a["env"].pop("frozenlake"), b["env"].pop("frozenlake")
-    a.pop("profile"), b.pop("profile")
-    assert a == b
-    assert {k for k in fb if fb[k] != fa.get(k)} == {"select_min_gap", "n_train"}
+    assert "select_min_mix_gap" not in chosen.to_dict()["env"]["frozenlake"]
 
 
 def test_selection_needs_slippery_ice():
@@ -77,7 +70,7 @@ def test_selection_needs_slippery_ice():
         config.load("cpu", env={"frozenlake": {"is_slippery": False, "select_min_gap": 5.0}})
     with pytest.raises(ConfigError, match=r"env\.frozenlake\.select_min_gap: .*out of range"):
         config.load("cpu", env={"frozenlake": {"select_min_gap": -1.0}})
-    with pytest.raises(ValueError, match="needs slippery ice"):
+    with pytest.raises(ValueError, match="need slippery ice"):
         load_tasks("frozenlake", "test", size=4, t_max=8, select_min_gap=5.0)
 
 
@@ -140,7 +133,7 @@ def test_an_impossible_selection_fails_naming_the_knob():
 
 
 def test_notebook_00_names_the_selection_only_where_it_is_on():
-    for profile, named in (("cpu", False), ("cpu_budget", True)):
+    for profile, named in (("smoke", False), ("cpu", True)):
         text = testbed.describe(config.load(profile), [], [_task(["SG"])])
         assert ("select_min_gap" in text) is named, profile
 
@@ -186,7 +179,7 @@ def test_the_mix_rule_keeps_maps_worth_reading_the_budget_on_and_its_prefilter_i
     for desc in kept["train"] + kept["test"]:
         assert fl.mix_gap(_task(desc, rate=0.6)) >= 4.0
     with pytest.raises(ConfigError, match=r"select_min_mix_gap: .*needs is_slippery"):
-        config.load("cpu", env={"frozenlake": {"is_slippery": False, "select_min_mix_gap": 5.0}})
+        config.load("smoke", env={"frozenlake": {"is_slippery": False, "select_min_mix_gap": 5.0}})
 
 
 def test_selected_map_sets_are_kept_on_disk_and_read_back(tmp_path, monkeypatch):

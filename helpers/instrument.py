@@ -59,8 +59,14 @@ COLUMNS = ["analysis", "case", "budget", "true_points", "estimate_points", "low"
 
 def tokenizer(cfg: Config):
     """The base's tokenizer where the base is built, else one trained on a few demonstrations (seconds)."""
-    path = base_model.path_of(cfg)
-    if path.exists():
+    # the kit's own base is read where it is built, never built here (that is minutes of SFT)
+    if base_model.is_built(cfg):
+        path = store.models_dir(cfg.profile) / base_model.folder_name(cfg)
+        built = (path / "sft_summary.json").exists()
+    else:
+        path = base_model.path_of(cfg)
+        built = path.exists()
+    if built:
         return models.load_tokenizer(path)
     return models.train_tokenizer(
         base_model.tokenizer_corpus(base_model.demonstrations(cfg, 40, seed=cfg.seed))

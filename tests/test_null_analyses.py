@@ -3,10 +3,11 @@
 Two copies of one scripted player (the demonstrator: its habit with random moves; `helpers.scripted`) with different
 random streams stand in the slots of the two policies compared; each replicate's data go through the function whose
 interval the notebook's findings decide by, and that 95 % interval must exclude 0 in at most MAX_EXCLUDED of the
-N_NULL replicates. N_NULL = 150 keeps the file under 50 s on one core; at exactly 10 % (15 of 150) a calibrated
-interval (exclusion probability 0.05) would fail with probability binom.sf(15, 150, 0.05) = 0.0036, so the bound is
-17 of 150 (11.3 %): a calibrated interval fails it with probability binom.sf(17, 150, 0.05) = 5.4e-4 per test, a
-conservative one less often. Each planted effect (the budget-aware optimum against the demonstrator, its size
+N_NULL replicates. N_NULL = 150 keeps the file under 50 s on one core; the bound is the issue's 10 % (15 of 150). A
+calibrated interval (exclusion probability 0.05) would exceed it with probability binom.sf(15, 150, 0.05) = 0.0036
+per test, a conservative one less often; every replicate is seeded, so a given code gives one fixed outcome (no
+flake), and that probability is the chance that a correct change of the code trips the test. Measured on the
+committed code: at most 10 of 150 per verdict. Each planted effect (the budget-aware optimum against the demonstrator, its size
 exact by DP) must be detected.
 
 Data are drawn as the modules draw them now: every RL seed k has its own base-side draws (`controls.by_seed`,
@@ -50,7 +51,7 @@ from helpers.rollout import ChatFormat, rollout
 
 pytestmark = pytest.mark.slow
 
-N_NULL, MAX_EXCLUDED = 150, 17  # at most 17 of 150 null replicates may exclude 0 (module docstring)
+N_NULL, MAX_EXCLUDED = 150, 15  # at most 10 % of the null replicates may exclude 0 (module docstring)
 N_PLANTED = 8
 SEEDS_02 = 5  # notebooks 02/03: RL seeds, each with its own base-side evaluation group
 BUDGET, SAMPLES, N_TASKS_02 = 4, 2, 4  # notebook 02/03: T = 4 (50 % of T_max), 2 samples per task and player
@@ -66,7 +67,7 @@ CI = 0.95
 
 
 def test_the_replicate_count_bounds_a_false_failure():
-    assert MAX_EXCLUDED / N_NULL < 0.12 and binom.sf(MAX_EXCLUDED, N_NULL, 0.05) < 1e-3
+    assert MAX_EXCLUDED / N_NULL <= 0.10 and binom.sf(MAX_EXCLUDED, N_NULL, 0.05) < 5e-3
 
 
 @pytest.fixture(scope="module")

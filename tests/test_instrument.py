@@ -51,3 +51,21 @@ def test_findings_and_metrics(result):
 def test_refuses_other_environments():
     with pytest.raises(ValueError, match="FrozenLake"):
         instrument.run(config.load("smoke", env__name="bfcl"))
+
+
+@pytest.mark.parametrize("notebook", ["02_budgetmix_training", "05_error_recovery"])
+def test_the_committed_run_sees_its_planted_effect_and_not_its_null(notebook):
+    """At the sizes the notebooks use (the committed cpu run's own "can this instrument see it?" section): the
+    planted optimum-against-demonstrator effect is detected in every row, on the right side, and the identical-player
+    null in none."""
+    import json
+
+    from helpers.config import REPO_ROOT
+
+    metrics = json.loads((REPO_ROOT / "results" / "cpu" / notebook / "metrics.json").read_text())
+    rows = metrics["instrument"]["rows"]
+    planted = [r for r in rows if r["case"].startswith("planted") and "demonstrator" in r["case"]]
+    null = [r for r in rows if r["case"].startswith("null")]
+    assert planted and null
+    assert all(r["detected"] and not r["wrong"] and r["true_points"] > 10 for r in planted)
+    assert not any(r["detected"] for r in null)

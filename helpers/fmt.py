@@ -84,12 +84,20 @@ def entry(d: dict | None, key: str = "mean", ci: str | None = None, **kw) -> str
 
 def side(lo: float, hi: float) -> str:
     """Where an interval lies relative to 0: `above 0`, `below 0` or `contains 0` (the verdict, never a point)."""
+    if (
+        lo is None or hi is None or lo != lo or hi != hi
+    ):  # no interval (one seed; NaN is null in metrics.json)
+        return "no interval"
     return "above 0" if lo > 0 else "below 0" if hi < 0 else "contains 0"
 
 
 def verdict(v: dict, digits: int = 1, scale: float = 1.0, unit: str = "") -> str:
     """A paired verdict (`stats.paired_verdict`: diff, low, high, mde): `+2.1 [-0.5, +4.7] (contains 0; MDE 5.3)`,
     the side of 0 decided by the interval and the minimum detectable effect at the design's power beside it."""
+    if (
+        v.get("n_seeds", 2) < 2 or side(v["low"], v["high"]) == "no interval"
+    ):  # one seed: the number, no verdict
+        return f"{number(v['diff'], digits, scale, sign=True)}{unit} (one seed: no interval)"
     est = estimate(v["diff"], (v["low"], v["high"]), digits, scale, signed=True, unit=unit)
     return f"{est} ({side(v['low'], v['high'])}; MDE {number(v['mde'], digits, scale)})"
 

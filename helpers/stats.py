@@ -175,7 +175,14 @@ def paired_verdict(
     `target_power` for a two-sided test at level 1 - ci, from the SD of one seed difference of this design
     (`sd_diff`: `design_sd` of `variance_components` for [n_seeds, n_tasks] arrays, of `unit_variance_components`
     of `units` (per-seed unit differences) where given, else the SD of the seed differences). An SD of 0 (every
-    seed the same) gives an MDE of 0."""
+    seed the same) gives an MDE of 0. With a single seed there is no interval: the difference with NaN bounds and
+    MDE and `excludes_zero` False (a one-seed series, e.g. the smoke tier's other environments, still reports it)."""
+    a_arr, b_arr = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if a_arr.shape[:1] == (1,) and a_arr.shape == b_arr.shape:
+        d = float(a_arr.mean() - b_arr.mean())
+        nan = float("nan")
+        return {"diff": d, "low": nan, "high": nan, "se": nan, "n_seeds": 1, "per_seed": [d], "excludes_zero": False,
+                "sd_diff": nan, "mde": nan, "power": target_power, "ci_level": ci}  # fmt: skip
     out = paired_t_interval(a, b, ci)
     a_arr = np.asarray(a, dtype=float)
     if units is not None:

@@ -76,7 +76,7 @@ def test_the_check_catches_a_number_that_is_not_a_metric():
     changed["matched_states"]["rl_vs_base"]["better"] = (
         0.123456  # the text changes, the metrics it is checked on do not
     )
-    assert _unexplained(matched.findings(changed), m) == ["12.3"]
+    assert set(_unexplained(matched.findings(changed), m)) == {"12.3"}  # the win rate, wherever it is printed
 
 
 def test_report_dispatches_to_the_modules():
@@ -93,9 +93,13 @@ def test_matched_findings_read_the_verdicts_from_the_intervals():
     text = "\n".join(matched.findings(m))
     assert f"RL better than the base** at {fmt.percent(s['rl_vs_base']['better'])} [" in text
     assert "by depth d_t" in text.lower() and text.count("dead)") == 4  # one entry per depth bin
-    assert "no verdict from this run" in text
-    m["matched_states"]["rl_vs_base"]["better_ci"] = [0.3, 0.45]  # a win rate below 1/2 decides nothing
-    assert "no verdict from this run" in "\n".join(matched.findings(m))
+    old = copy.deepcopy(m)  # a run from before the paired verdicts: no paired interval, no verdict
+    for v in old["matched_states"].values():
+        if isinstance(v, dict):
+            v.pop("paired", None)
+    assert "no verdict from this run" in "\n".join(matched.findings(old))
+    old["matched_states"]["rl_vs_base"]["better_ci"] = [0.3, 0.45]  # a win rate below 1/2 decides nothing
+    assert "no verdict from this run" in "\n".join(matched.findings(old))
     m = copy.deepcopy(_committed("04_step_level_probing"))
     _with_differences(m["matched_states"])
     m["power"] = 0.8
@@ -127,6 +131,8 @@ def test_recovery_findings_say_where_each_interval_lies():
         p = m.get("continuation_paired", {}).get(k)  # where recorded, the verdict paired by seed decides
         assert f"interval {fmt.side(p['low'], p['high']) if p else fmt.side(*v['ci'])}" in text
     m["concentration"]["rl_vs_base"]["ci"] = [-0.2, -0.1]
+    if m["concentration"]["rl_vs_base"].get("paired"):  # where recorded, the paired interval decides
+        m["concentration"]["rl_vs_base"]["paired"] |= {"low": -0.2, "high": -0.1, "excludes_zero": True}
     assert "lower at error states" in "\n".join(recovery.findings(m))
 
 

@@ -16,7 +16,10 @@ subsets = {
 estimates = {}
 for label, frame in subsets.items():
     per = metrics.per_task_pass(frame, k_try)
-    for who in ("base", f"grpo-s{conf.train.seeds[0]}"):
+    for who in (
+        f"base-s{conf.train.seeds[0]}",
+        f"grpo-s{conf.train.seeds[0]}",
+    ):  # seed 0's group (per-seed base)
         values = per.loc[per["model"] == who, "pass"].to_numpy()
         low_x, high_x = metrics.bootstrap_ci(values, conf.eval.n_bootstrap, conf.eval.ci, conf.seed)
         estimates[(label, who)] = {f"Pass@{k_try}": values.mean(), "interval width": high_x - low_x}

@@ -119,7 +119,7 @@ def encode_transcript(
     """Token ids of a transcript exactly as a rollout builds them, and the mask of the tokens SFT learns: the
     assistant's, and with `budget_line_loss` also the number of remaining turns in every observation after the
     first (`sft.budget_line_loss`: predicting r - 1 from the turn before makes the base read the budget line,
-    though its budget-blind demonstrator never acts on it).
+    though its budget-blind demonstrator never acts on it; the final observation is then kept up to its number).
 
     The prompt is every message before the first assistant turn (system and user, or a user message alone).
     """

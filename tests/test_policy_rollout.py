@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -287,3 +289,22 @@ def test_context_guard_ends_episodes_instead_of_overflowing(tiny_dir, tasks):
     pol.max_context = prompt_len  # not even the opening prompt and one reply fit: a configuration error
     with pytest.raises(ValueError, match="does not fit max_context"):
         rollout(pol, "frozenlake", tasks[:1], 6, 1, sampling, seed=0)
+
+
+def test_budget_line_loss_adds_exactly_the_turns_left_of_later_observations(tiny_dir, tasks):
+    """`sft.budget_line_loss`: the same ids (up to the final observation's turns left, now learned too, where
+    the plain encoding drops the final observation); the mask adds, in every observation after the first, the
+    tokens that spell its remaining turns (predicted from the turn before), and nothing else of the observation."""
+    from helpers.envs import play
+
+    _, tok = models.load(tiny_dir)
+    chat = ChatFormat(tok)
+    transcript, _ = play(fl.FrozenLakeEnv(), tasks[0], 4, fl.scripted_player(0.0))
+    ids, mask = base_model.encode_transcript(chat, transcript)
+    ids_b, mask_b = base_model.encode_transcript(chat, transcript, budget_line_loss=True)
+    assert ids_b[: len(ids)] == ids
+    mask = mask + [0] * (len(ids_b) - len(ids))
+    added = [tok.decode([i]) for i, a, b in zip(ids_b, mask, mask_b, strict=True) if b and not a]
+    later = [m["content"] for m in transcript[2:] if m["role"] == "user"]
+    assert added == [re.findall(r"Turns left: (\d+) of", o)[-1] for o in later]
+    assert all(a <= b for a, b in zip(mask, mask_b, strict=True))  # the assistant's tokens stay learned

@@ -5,7 +5,7 @@ a policy that ignores "Turns left: r of T.", 2 for the budget-aware optimum). Th
 profile's base and probes each on one pool of swap states (`budgetmix.swap_pool` over the base's and the variants'
 budget-mixed trajectories), beside the base:
 
-* `--rl NAME:key=value,...`: one RL run in BudgetMix mode, seed 0, with config overrides (`train__lr=3e-4`,
+* `--rl NAME:key=value;...`: one RL run in BudgetMix mode, seed 0, with config overrides (`train__lr=3e-4`,
   `train__algorithm=oracle_q`, `train__steps=200`, ...), as the series trains it (`train.rl_train`);
 * `--sft NAME:STEPS:LR`: the supervised control. The base fine-tuned by SFT (`base_model.sft`, episode context) on
   demonstrations of the budget-aware optimum with the demonstrator's random moves (`sft.epsilon`), each at a
@@ -13,7 +13,7 @@ budget-mixed trajectories), beside the base:
   told directly which move each budget asks for?
 
     nice -n 19 env OMP_NUM_THREADS=1 .venv/bin/python benchmarks/budget_reading.py --profile cpu \\
-        --rl grpo: --rl grpo_lr3e-4:train__lr=3e-4 --rl oracle_q:train__algorithm=oracle_q \\
+        --rl grpo: --rl grpo_lr3e-4:train__lr=3e-4 --rl 'oracle_q:train__algorithm=oracle_q;train__save_steps=[20]' \\
         --sft sft150:150:1e-3 --sft sft600:600:1e-3
 
 Models go to results/<profile>/models (RL, by recipe hash) and results/_cache/budget_reading (SFT controls); each is
@@ -35,7 +35,7 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from helpers import base_model, budget, budget_probe, budgetmix, config, models, store, train
+from helpers import base_model, budget, budget_probe, budgetmix, config, models, rl_runs, store, train
 from helpers.agents import Agent
 from helpers.envs import frozenlake as fl
 from helpers.envs import load_tasks, make, play, settings
@@ -49,15 +49,19 @@ def _value(text: str):
         return text
 
 
-def rl_variant(profile: str, spec: str) -> tuple[str, Path]:
-    """`NAME:key=value,...` -> (name, the final model of a BudgetMix run, seed 0, with those overrides)."""
+def rl_variant(profile: str, spec: str) -> list[tuple[str, Path]]:
+    """`NAME:key=value;...` -> [(name, the final model of a BudgetMix run, seed 0, with those overrides)], preceded
+    by (`NAME@STEP`, the policy it saved after STEP) for every step of `train__save_steps=[...]` (a compute curve)."""
     name, _, rest = spec.partition(":")
-    overrides = {k: _value(v) for k, v in (kv.split("=", 1) for kv in rest.split(",") if kv)}
+    overrides = {k: _value(v) for k, v in (kv.split("=", 1) for kv in rest.split(";") if kv)}
     cfg = config.load(profile, **overrides)
     t0 = time.time()
     path = train.rl_train(cfg, "budgetmix", 0)
     print(f"{name}: {path} ({time.time() - t0:.0f} s)", flush=True)
-    return name, path
+    steps = [s for s in cfg.train.save_steps if s < cfg.train.steps]
+    return [(f"{name}@{s}", rl_runs.trained_model(cfg, "budgetmix", 0, step=s)) for s in steps] + [
+        (name, path)
+    ]
 
 
 def optimum_demonstrations(cfg, n: int, seed: int) -> list[list[dict]]:
@@ -104,13 +108,12 @@ def sft_control(profile: str, spec: str) -> tuple[str, Path]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--profile", default="cpu")
-    ap.add_argument("--rl", action="append", default=[], help="NAME:key=value,... (BudgetMix, seed 0)")
+    ap.add_argument("--rl", action="append", default=[], help="NAME:key=value;... (BudgetMix, seed 0)")
     ap.add_argument("--sft", action="append", default=[], help="NAME:STEPS:LR (the supervised control)")
     args = ap.parse_args()
     cfg = config.load(args.profile)
-    variants = [rl_variant(args.profile, s) for s in args.rl] + [
-        sft_control(args.profile, s) for s in args.sft
-    ]
+    variants = [v for s in args.rl for v in rl_variant(args.profile, s)]
+    variants += [sft_control(args.profile, s) for s in args.sft]
     agents = {"base": Agent("base", base_model.path_of(cfg), cfg)}
     agents |= {name: Agent(name, path, cfg) for name, path in variants}
     swaps, pool = budgetmix.swap_pool(cfg, agents, list(agents))

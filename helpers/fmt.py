@@ -261,9 +261,11 @@ def _labels(index, digits: int, rename: dict):
     return one(index, index.name)
 
 
-def record(d: dict, skip: Sequence[str] = (), digits: int = 3):
-    """A flat dict of results (a demo's summary) as a two-column table, `quantity | value`, nested dicts one row
-    per entry (`corrupted check: valid`), instead of a printed dict."""
+def record(
+    d: dict, skip: Sequence[str] = (), digits: int = 3, columns: tuple[str, str] = ("quantity", "value")
+):
+    """A flat dict of results (a demo's summary) as a two-column table, `quantity | value` (`columns`), nested
+    dicts one row per entry (`corrupted check: valid`), instead of a printed dict."""
     import pandas as pd
 
     rows = []
@@ -276,7 +278,7 @@ def record(d: dict, skip: Sequence[str] = (), digits: int = 3):
             rows.append((header(k), ", ".join(map(str, v))))
         else:
             rows.append((header(k), _cell(v, digits, k)))
-    return pd.DataFrame(rows, columns=["quantity", "value"]).set_index("quantity")
+    return pd.DataFrame(rows, columns=list(columns)).set_index(columns[0])
 
 
 def pairs(d: dict, key: str = "", digits: int = 3) -> str:
@@ -288,3 +290,11 @@ def pairs(d: dict, key: str = "", digits: int = 3) -> str:
 def listing(values: Sequence) -> str:
     """A list as text, without brackets: `1, 2, 3`."""
     return ", ".join(str(_cell(v, 3, None)) for v in values)
+
+
+def runs(runs: Sequence[tuple[str, int]]) -> str:
+    """(budget mode, RL seed) pairs as text: `full: seeds 0, 1, 2; budgetmix: seeds 0, 1, 2`."""
+    modes: dict[str, list] = {}
+    for mode, seed in runs:
+        modes.setdefault(mode, []).append(seed)
+    return "; ".join(f"{m}: seed{'s' if len(s) > 1 else ''} {listing(s)}" for m, s in modes.items())

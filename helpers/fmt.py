@@ -114,3 +114,187 @@ _NEGATIVE_ZERO = re.compile(r"(?<![\w.])[-\u2212](0(?:\.0+)?)(?![\d.])")
 def no_negative_zero(text: str) -> str:
     """Text with every number that rounds to zero printed as 0, never -0 (`-0.0` -> `0.0`; `-0.05` unchanged)."""
     return _NEGATIVE_ZERO.sub(r"\1", text)
+
+
+# ------------------------------------------------------------------------------------------------------ tables
+
+NOT_APPLICABLE = (
+    "-"  # a table cell where the quantity does not apply (a NaN in a column that has values elsewhere)
+)
+
+# Whole words for the kit's column names (the rest: underscores become spaces, tokens below in plain words).
+HEADERS = {
+    "n_maps": "maps",
+    "n_states": "states",
+    "n_dead": "dead states",
+    "n_live": "live states",
+    "n_sensitive": "budget-sensitive states",
+    "n_control": "control states",
+    "n_continuations": "continuations per state",
+    "n_tasks": "tasks",
+    "n_seeds": "seeds",
+    "upper_bound": "structural upper bound",
+    "mean_diff": "mean difference",
+    "diff_low": "difference low",
+    "diff_high": "difference high",
+    "t_low": "t-interval low",
+    "t_high": "t-interval high",
+    "mde": "minimum detectable effect",
+    "ci": "interval",
+    "per_seed": "per seed",
+    "gain_points": "gain (points)",
+    "true_points": "true difference (points)",
+    "estimate_points": "estimate (points)",
+    "error_minus_matched": "error states minus matched states",
+    "paired": "paired verdict",
+    "step_quality": "step quality",
+    "process_exact_share": "share of steps reported exactly",
+    "process_corr": "correlation with the exact signal",
+    "level": "oracle corruption",
+    "final_loss": "final loss",
+    "batch_size": "batch size",
+    "depth_bin": "depth t / T_max",
+    "tv_sensitive": "TV distance (budget-sensitive)",
+    "tv_control": "TV distance (control)",
+}
+# Paper names and method names that stay as they are (`oracle_q` is an estimator's name, `T_max` the paper's).
+KEEP = {"R_multi", "R_single", "R_single_pool", "T_max", "oracle_q", "Pass@K", "Pass@T"}
+TOKENS = {"rl": "RL", "sharp": "sharpened", "kl": "KL", "nll": "NLL", "llr": "LLR", "tv": "TV"}
+# Whole words (between spaces) that name the analyses' three columns: base, sharpened base, RL.
+PARTS = {"sharp": "sharpened base", "rl_sharp": "sharpened RL", "rl": "RL"}
+
+
+def header(name: object) -> object:
+    """A column, index or row label in plain words: `n_states` -> `states`, `budget_awareness_points` -> `budget
+    awareness (points)`, `rl_sharp vs sharp` -> `sharpened RL vs sharpened base`; paper names (R_multi, T_max),
+    method names (`grpo-s0`, `oracle_q - grpo`) and non-text labels (a budget fraction, K) unchanged."""
+    if not isinstance(name, str) or name in KEEP:
+        return name
+    if name in HEADERS:
+        return HEADERS[name]
+    points = name.endswith("_points")
+    stem = name[: -len("_points")] if points else name
+    words = []
+    for part in stem.replace("_vs_", " vs ").split(" "):
+        if part in KEEP or part in PARTS:
+            words.append(PARTS.get(part, part))
+        else:
+            words += [TOKENS.get(t, t) for t in part.split("_") if t]
+    return " ".join(words) + (" (points)" if points else "")
+
+
+def _cell(x: object, digits: int, column: object) -> object:
+    """One table cell as text: floats fixed point, NaN/None as `-`, intervals `[lo, hi]`, other lists `a / b`,
+    a paired verdict (`stats.paired_verdict`) as `fmt.verdict`, other dicts `key: value, ...`."""
+    import numpy as np
+
+    if x is None:
+        return NOT_APPLICABLE
+    if isinstance(x, bool | np.bool_ | int | np.integer):
+        return x
+    if isinstance(x, float | np.floating):
+        return NOT_APPLICABLE if math.isnan(x) else number(float(x), digits)
+    if isinstance(x, dict):
+        if {"diff", "low", "high"} <= x.keys():
+            return verdict({"mde": float("nan"), **x}, digits).replace("; MDE NaN", "")
+        return ", ".join(f"{header(k)}: {_cell(v, digits, k)}" for k, v in x.items())
+    if isinstance(x, list | tuple | np.ndarray):
+        vals = [_cell(v, digits, None) for v in x]
+        if len(vals) == 2 and isinstance(column, str) and (column == "ci" or column.endswith("_ci")):
+            return f"[{vals[0]}, {vals[1]}]"
+        return " / ".join(map(str, vals))
+    return x
+
+
+def _whole(col) -> bool:
+    """A float column of whole numbers beyond 0..1 (counts, turns): shown as integers, not `1000.000`."""
+    vals = col.dropna()
+    return len(vals) > 0 and bool((vals == vals.round()).all()) and bool((vals.abs() > 1).any())
+
+
+def table(data, digits: int = 3, index: str | list[str] | None = None, rename: dict | None = None):
+    """A table for a notebook: `data` (DataFrame or Series) with every all-empty column dropped, numbers as text
+    (fixed point with `digits` decimals; whole-number columns as integers), a NaN where a quantity does not apply
+    as `-`, dict and list cells as readable text (`_cell`), headers in plain words (`header`, after `rename`), and
+    a named index instead of row numbers: the `index` column(s), else the first column when the index is a plain
+    range. The values become text: use it for the last expression of a cell. None stays None (a section that does
+    not apply to this series shows nothing)."""
+    import pandas as pd
+
+    if data is None:
+        return None
+    df = data.to_frame() if isinstance(data, pd.Series) else data.copy()
+    df = df.loc[:, [not df.iloc[:, i].isna().all() for i in range(df.shape[1])]]
+    if index is not None:
+        df = df.set_index(index)
+    elif isinstance(df.index, pd.RangeIndex) and df.shape[1] > 1:
+        df = df.set_index(df.columns[0])
+    cols = []
+    for i in range(df.shape[1]):
+        col = df.iloc[:, i]
+        if col.dtype.kind == "f" and _whole(col):
+            col = pd.Series([NOT_APPLICABLE if v != v else int(v) for v in col], index=df.index, dtype=object)
+        elif col.dtype.kind in "fO":
+            col = pd.Series([_cell(v, digits, df.columns[i]) for v in col], index=df.index, dtype=object)
+        cols.append(col.rename(df.columns[i]))
+    out = pd.concat(cols, axis=1) if cols else df.copy()
+    rename = rename or {}
+    out.columns = _labels(df.columns, digits, rename)
+    out.index = _labels(df.index, digits, rename)
+    return out
+
+
+def _labels(index, digits: int, rename: dict):
+    """Index labels: float labels rounded, text labels and level names in plain words (`rename` first)."""
+    import pandas as pd
+
+    def one(level: pd.Index, name: object) -> pd.Index:
+        if level.dtype.kind == "f":
+            level = level.round(max(digits, 3))
+        elif level.dtype.kind == "O":
+            level = pd.Index([rename.get(v, header(v)) for v in level], dtype=object)
+        return level.rename(rename.get(name, header(name)) if name is not None else None)
+
+    if isinstance(index, pd.MultiIndex):
+        levels = [one(index.get_level_values(i), n) for i, n in enumerate(index.names)]
+        return pd.MultiIndex.from_arrays(levels)
+    return one(index, index.name)
+
+
+def record(
+    d: dict, skip: Sequence[str] = (), digits: int = 3, columns: tuple[str, str] = ("quantity", "value")
+):
+    """A flat dict of results (a demo's summary) as a two-column table, `quantity | value` (`columns`), nested
+    dicts one row per entry (`corrupted check: valid`), instead of a printed dict."""
+    import pandas as pd
+
+    rows = []
+    for k, v in d.items():
+        if k in skip:
+            continue
+        if isinstance(v, dict):
+            rows += [(f"{header(k)}: {header(kk)}", _cell(vv, digits, kk)) for kk, vv in v.items()]
+        elif isinstance(v, list | tuple):
+            rows.append((header(k), ", ".join(map(str, v))))
+        else:
+            rows.append((header(k), _cell(v, digits, k)))
+    return pd.DataFrame(rows, columns=list(columns)).set_index(columns[0])
+
+
+def pairs(d: dict, key: str = "", digits: int = 3) -> str:
+    """A small mapping as text: `T = 1: 21, T = 2: 38` (with `key` "T") or `base: 58, sharp: 79`."""
+    lead = f"{key} = " if key else ""
+    return ", ".join(f"{lead}{k}: {_cell(v, digits, k)}" for k, v in d.items())
+
+
+def listing(values: Sequence) -> str:
+    """A list as text, without brackets: `1, 2, 3`."""
+    return ", ".join(str(_cell(v, 3, None)) for v in values)
+
+
+def runs(runs: Sequence[tuple[str, int]]) -> str:
+    """(budget mode, RL seed) pairs as text: `full: seeds 0, 1, 2; budgetmix: seeds 0, 1, 2`."""
+    modes: dict[str, list] = {}
+    for mode, seed in runs:
+        modes.setdefault(mode, []).append(seed)
+    return "; ".join(f"{m}: seed{'s' if len(s) > 1 else ''} {listing(s)}" for m, s in modes.items())

@@ -42,6 +42,14 @@ class Recorded:
     rl_names: list[str]
     trajs: dict[str, list]
 
+    def count_table(self) -> pd.DataFrame:
+        """Per agent (the rows): how many test trajectories were recorded and how many succeeded."""
+        rows = {
+            n: {"trajectories": len(t), "successful": int(sum(x.success for x in t))}
+            for n, t in self.trajs.items()
+        }
+        return pd.DataFrame.from_dict(rows, orient="index").rename_axis("policy")
+
     def counts(self) -> dict[str, str]:
         """Per agent: how many trajectories, how many successful."""
         return {

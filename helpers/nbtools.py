@@ -7,7 +7,8 @@ Source notebooks are committed with outputs and Papermill metadata stripped (`st
 executes a notebook as JupyterLab's Run All does (one kernel, top to bottom, in the notebook's folder, nothing
 injected), and `output_problems` lists what a reader should never see in an executed notebook: an error,
 anything on stderr (warnings), a `PosixPath(...)`, an absolute path of this machine, a number in scientific
-notation.
+notation; `progress_problems` what a batch run's progress must not leave (carriage returns, escape codes, lines of
+spaces, dozens of progress lines).
 """
 
 from __future__ import annotations
@@ -130,6 +131,42 @@ def _machine_paths() -> list[str]:
     if os.environ.get("KIT_RESULTS"):
         found.add(str(Path(os.environ["KIT_RESULTS"]).resolve()))
     return sorted(p for p in found if len(p) > 2)
+
+
+MAX_PROGRESS_LINES = 30  # per cell: a line a minute of a long cell, and one per long loop
+_PROGRESS_LINE = re.compile(r"^[^\n:]{1,120}: \d+(?:/\d+)? \(\d+:\d\d(?::\d\d)?\)", re.M)  # a LineBar's
+_TQDM_TEXT = re.compile(r"\d+%\|")  # `  50%|#####     | 30/60`
+
+
+def stream_problems(text: str, max_progress_lines: int = MAX_PROGRESS_LINES) -> list[str]:
+    """What progress output must not leave in a saved stream: carriage returns, terminal escape codes (tqdm's
+    cursor moves between nested bars), lines of spaces (a closed bar's erasure), tqdm's text bars, more than
+    `max_progress_lines` progress lines."""
+    found = []
+    if "\r" in text:
+        found.append("a carriage return")
+    if "\x1b" in text:
+        found.append("a terminal escape code")
+    if any(line and not line.strip() for line in text.split("\n")):
+        found.append("a line of spaces")
+    if _TQDM_TEXT.search(text):
+        found.append("a tqdm text bar")
+    if (n := len(_PROGRESS_LINE.findall(text))) > max_progress_lines:
+        found.append(f"{n} progress lines (at most {max_progress_lines})")
+    return found
+
+
+def progress_problems(nb: nbformat.NotebookNode, max_progress_lines: int = MAX_PROGRESS_LINES) -> list[str]:
+    """`stream_problems` of each code cell's printed output (all its streams together), as `cell i: ...`: what a
+    batch run (`python -m helpers.run`, KIT_BATCH=1) must not leave in an executed notebook. The committed
+    `results/cpu/executed` of 2026-12-01 fails it (tqdm's text bars in 01 cell 3 and 07 cells 4 and 6)."""
+    found = []
+    for i, c in enumerate(nb.cells):
+        if c.cell_type != "code":
+            continue
+        text = "".join(o.get("text", "") for o in c.get("outputs", []) if o.get("output_type") == "stream")
+        found += [f"cell {i}: {p}" for p in stream_problems(text, max_progress_lines)]
+    return found
 
 
 def output_problems(nb: nbformat.NotebookNode) -> list[str]:

@@ -17,10 +17,31 @@ import torch
 
 from helpers import base_model
 from helpers.config import Config
-from helpers.progress import bar
-from helpers.rl_runs import build_probe_pool, is_complete, probe_pool_path, read_metrics, rl_dir, run_label
+from helpers.progress import bar, batch_mode
+from helpers.rl_runs import (
+    build_probe_pool,
+    is_complete,
+    probe_pool_path,
+    progress_label,
+    read_metrics,
+    rl_dir,
+)
 
 TrainFn = Callable[[Config, str, int], Path]
+
+
+class _Share:
+    """One run's part of a shared bar: counts its own steps (`n`) and adds them to the shared total."""
+
+    def __init__(self, total) -> None:
+        self.total, self.n = total, 0
+
+    def update(self, n: int) -> None:
+        self.n += n
+        self.total.update(n)
+
+    def close(self) -> None:
+        pass
 
 
 def _run_in_worker(
@@ -63,7 +84,14 @@ def train_many(runs: list[tuple[Config, str, int]], train: TrainFn, workers: int
     for cfg in {probe_pool_path(c): c for c, _, _ in todo}.values():
         build_probe_pool(cfg)  # here, once: parallel workers would race to write the same file
     threads = max(1, (os.cpu_count() or 1) // workers)
-    bars = [bar(total=c.train.steps, desc=f"RL {run_label(c, m)} seed {s}", leave=False) for c, m, s in todo]
+    if batch_mode():  # one bar for all runs: a line a minute for the cell, not one per run
+        total = bar(
+            total=sum(c.train.steps for c, _, _ in todo),
+            desc=f"RL steps of {len(todo)} runs ({workers} at a time)",
+        )
+        bars = [_Share(total) for _ in todo]
+    else:
+        bars = [bar(total=c.train.steps, desc=progress_label(c, m, s), leave=False) for c, m, s in todo]
     env, cwd = dict(os.environ), os.getcwd()
     with cf.ProcessPoolExecutor(workers, mp_context=_context(train)) as pool:
         pending = {pool.submit(_run_in_worker, train, c, m, s, threads, env, cwd) for c, m, s in todo}
@@ -76,4 +104,6 @@ def train_many(runs: list[tuple[Config, str, int]], train: TrainFn, workers: int
                 f.result()  # a failed run raises here, naming its traceback
     for b in bars:
         b.close()
+    if batch_mode():
+        total.close()
     return [rl_dir(*r) / "final" for r in runs]

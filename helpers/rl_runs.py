@@ -79,6 +79,15 @@ def run_label(cfg: Config, mode: str, sep: str = " ") -> str:
     return mode if process.estimator(algo).legacy_layout else f"{algo}{sep}{mode}"
 
 
+def progress_label(cfg: Config, mode: str, seed: int | None = None) -> str:
+    """How a run is named in its progress bar: `RL oracle_q (oracle corrupted at 0.5) full, seed 0`. Unlike
+    `run_label` (part of the run's folder name, which must not change) it tells apart oracle-Q runs that differ
+    only in the oracle's corruption level."""
+    level = cfg.train.oracle_corruption if cfg.train.algorithm == "oracle_q" else 0.0
+    name = run_label(cfg, mode) + (f" (oracle corrupted at {level:g})" if level else "")
+    return f"RL {name}, seed {run_seed(cfg, seed)}"
+
+
 def rl_dir(cfg: Config, mode: str, seed: int | None = None) -> Path:
     """Where the (`mode`, RL `seed`) run of this profile keeps its checkpoints, metrics and final model (a run of
     an estimator other than GRPO has it in its folder's name: `gigpo-budgetmix-s0-<hash>`)."""

@@ -67,6 +67,7 @@ from typing import Any
 from helpers import base_model, verify
 from helpers.config import REPO_ROOT, Config, ConfigError, load
 from helpers.nbtools import kernel_config
+from helpers.progress import batch_environment
 from helpers.store import busy, profile_dir, results_root, write_atomic
 
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
@@ -586,7 +587,7 @@ def _run_series(
 
 def execute(plan: Plan) -> list[str]:
     """Run every series of `plan` (with `--fresh`, each from scratch); returns the names of those that failed."""
-    os.environ["KIT_BATCH"] = "1"
+    os.environ.update(batch_environment())  # KIT_BATCH=1 and third-party bars off, for the kernels
     failed = []
     for s in plan.series:
         name = s.cfg.results_name

@@ -290,6 +290,15 @@ def series(cfg: Config, test: list[Task]) -> dict | None:
     }
 
 
+def sql_demo_turns(demo: dict) -> pd.DataFrame:
+    """The InterCode-SQL demo's turns as a table: its `step_quality` record is InterCode's reward of the query's
+    result as if submitted now, recorded by rollouts but **not** a step oracle (`step_oracle("intercode_sql")`),
+    so it is labelled by what it is, not as step quality."""
+    df = pd.DataFrame(demo["turns"])[["action", "step_quality", "reward", "done", "success"]]
+    df.insert(0, "turn", range(1, len(df) + 1))
+    return df.rename(columns={"step_quality": "reward if submitted now"})
+
+
 def summary(cfg: Config, train: list[Task], test: list[Task], testbed_curve: pd.DataFrame | None,
             series_episode: dict | None, demos: dict[str, dict]) -> dict:  # fmt: skip
     """Notebook 00's metrics.json: the tasks, the step oracle, the testbed (FrozenLake) or the series' reference

@@ -41,12 +41,12 @@ from helpers.rl_runs import (
     is_complete,
     probe_pool,
     probe_pool_path,
+    progress_label,
     read_metrics,
     resume,
     resume_metrics,
     rl_dir,
     rl_recipe,
-    run_label,
     run_seed,
     save_checkpoint,
     save_final,
@@ -133,9 +133,7 @@ def _train(cfg: Config, mode: str, seed: int | None, max_steps: int | None, out:
         if start == 0 and not len(metrics):
             metrics.append({"step": 0, "mode": mode, **tag, "rl_seed": rs, **watch(policy)})
         last = c.steps if max_steps is None else min(c.steps, max_steps)
-        progress = bar(
-            range(start + 1, last + 1), desc=f"RL ({run_label(cfg, mode, ', ')}, seed {rs})", leave=False
-        )
+        progress = bar(range(start + 1, last + 1), desc=progress_label(cfg, mode, rs), leave=False)
         for step in progress:
             rng = np.random.default_rng([rs, step])
             idx = rng.choice(len(train_tasks), size=min(c.tasks_per_step, len(train_tasks)), replace=False)

@@ -71,3 +71,73 @@ def test_no_negative_zero():
         == "gain 0.0 [0.0, +6.9], -0.05, -10.0, 0"
     )
     assert fmt.no_negative_zero("x-0.0 and 1-0") == "x-0.0 and 1-0"  # part of a word or a range: left alone
+
+
+# ------------------------------------------------------------------------------------------------------ tables
+
+
+def test_header_plain_words_keep_paper_and_method_names():
+    assert fmt.header("n_states") == "states" and fmt.header("upper_bound") == "structural upper bound"
+    assert fmt.header("budget_awareness_points") == "budget awareness (points)"
+    assert fmt.header("rl_sharp vs sharp") == "sharpened RL vs sharpened base"
+    assert fmt.header("rl_vs_base") == "RL vs base"
+    assert [fmt.header(n) for n in ("R_multi", "T_max", "oracle_q - grpo", "grpo-s0", 0.25)] == [
+        "R_multi", "T_max", "oracle_q - grpo", "grpo-s0", 0.25
+    ]  # fmt: skip
+
+
+def test_table_drops_empty_columns_names_rows_and_shows_not_applicable():
+    import pandas as pd
+
+    df = pd.DataFrame(
+        {"T": [1, 2, 3], "upper_bound": [0.27, 0.472, 0.625], "base": [float("nan"), 0.142, float("nan")],
+         "n_maps": [36.0, 72.0, 100.0], "unused": [float("nan")] * 3}
+    )  # fmt: skip
+    t = fmt.table(df)
+    assert list(t.columns) == ["structural upper bound", "base", "maps"]  # the all-NaN column is gone
+    assert t.index.name == "T" and list(t.index) == [1, 2, 3]  # the first column names the rows, not 0, 1, 2
+    assert t["base"].tolist() == ["-", "0.142", "-"]  # not measured at that T: '-', not NaN
+    assert t["maps"].tolist() == [36, 72, 100]  # counts as integers, not 36.000
+    assert t["structural upper bound"].tolist() == ["0.270", "0.472", "0.625"]
+    assert "NaN" not in t.to_html() and "nan" not in t.to_html()
+
+
+def test_table_cells_dicts_lists_intervals():
+    import pandas as pd
+
+    df = pd.DataFrame(
+        {"error_minus_matched": [-0.028], "ci": [[-0.116, 0.080]], "per_seed": [[-0.093, 0.006, 0.113]],
+         "paired": [{"diff": -0.028017, "low": -0.1381, "high": 0.081, "n_seeds": 5, "mde": 0.1}]},
+        index=["rl_vs_base"],
+    )  # fmt: skip
+    t = fmt.table(df)
+    assert list(t.index) == ["RL vs base"]
+    row = t.iloc[0].tolist()
+    assert row == [
+        "-0.028",
+        "[-0.116, 0.080]",
+        "-0.093 / 0.006 / 0.113",
+        "-0.028 [-0.138, +0.081] (contains 0; MDE 0.100)",
+    ]
+    assert "{" not in t.to_html() and "'diff'" not in t.to_html()
+
+
+def test_table_index_columns_and_rename():
+    import pandas as pd
+
+    df = pd.DataFrame(
+        {"comparison": ["rl vs base"] * 2, "depth_bin": ["[0, 0.5)", "[0.5, 1)"], "tie": [0.1, 0.2]}
+    )
+    t = fmt.table(df, index=["comparison", "depth_bin"], rename={"tie": "ties"})
+    assert list(t.index.names) == ["comparison", "depth t / T_max"] and list(t.columns) == ["ties"]
+    assert fmt.table(None) is None
+
+
+def test_record_pairs_listing():
+    r = fmt.record({"task_id": "x", "calls": 10, "success": True, "check": {"valid": False, "error_type": "e"},
+                    "classes": ["A", "B"], "transcript": []}, skip=("transcript",))  # fmt: skip
+    assert r.index.name == "quantity" and r["value"].to_dict() == {
+        "task id": "x", "calls": 10, "success": True, "check: valid": False, "check: error type": "e", "classes": "A, B"
+    }  # fmt: skip
+    assert fmt.pairs({1: 21, 2: 38}, key="T") == "T = 1: 21, T = 2: 38"
+    assert fmt.listing([1, 2, 3]) == "1, 2, 3"

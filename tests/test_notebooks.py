@@ -86,7 +86,8 @@ def test_notebook_runs_with_smoke_profile(path, series, smoke_series):
     manifest = json.loads((out / path.stem / "manifest.json").read_text())
     assert (manifest["profile"], manifest["series"]) == ("smoke", series)
     assert manifest["config"]["env"]["name"] == cfg.env.name
-    assert (out / "executed" / path.name).exists()
+    executed = nbformat.read(out / "executed" / path.name, as_version=4)
+    assert nbtools.progress_problems(executed) == [], f"{path.name}: {nbtools.progress_problems(executed)}"
     with store.results_at(root):  # every notebook's findings section, on every environment
         assert report.findings(cfg.results_name, path.stem).strip()
 

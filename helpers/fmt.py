@@ -224,11 +224,15 @@ def table(data, digits: int = 3, index: str | list[str] | None = None, rename: d
     if data is None:
         return None
     df = data.to_frame() if isinstance(data, pd.Series) else data.copy()
-    df = df.loc[:, [not df.iloc[:, i].isna().all() for i in range(df.shape[1])]]
-    if index is not None:
+    names = [index] if isinstance(index, str) else list(index or [])
+    if names and (
+        len(df) or set(names) <= set(df.columns)
+    ):  # a section with no rows may have no columns either
         df = df.set_index(index)
     elif isinstance(df.index, pd.RangeIndex) and df.shape[1] > 1:
         df = df.set_index(df.columns[0])
+    if len(df):  # a table with no rows keeps its columns: none of them is "all empty" for lack of data
+        df = df.loc[:, [not df.iloc[:, i].isna().all() for i in range(df.shape[1])]]
     cols = []
     for i in range(df.shape[1]):
         col = df.iloc[:, i]

@@ -141,3 +141,15 @@ def test_record_pairs_listing():
     }  # fmt: skip
     assert fmt.pairs({1: 21, 2: 38}, key="T") == "T = 1: 21, T = 2: 38"
     assert fmt.listing([1, 2, 3]) == "1, 2, 3"
+
+
+def test_a_table_without_rows_keeps_its_columns_and_takes_its_index():
+    """bfcl and InterCode-SQL have no depth bins: 04's empty depth table must still render with its index."""
+    import pandas as pd
+
+    empty = pd.DataFrame(columns=["comparison", "depth_bin", "win_rate"])
+    out = fmt.table(empty, index=["comparison", "depth_bin"])
+    assert len(out) == 0 and out.shape[1] == 1
+    assert len(fmt.table(pd.DataFrame(), index=["comparison", "depth_bin"])) == 0
+    with pytest.raises(KeyError):
+        fmt.table(pd.DataFrame({"win_rate": [0.5]}), index=["comparison", "depth_bin"])

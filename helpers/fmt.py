@@ -225,9 +225,8 @@ def table(data, digits: int = 3, index: str | list[str] | None = None, rename: d
         return None
     df = data.to_frame() if isinstance(data, pd.Series) else data.copy()
     names = [index] if isinstance(index, str) else list(index or [])
-    if names and (
-        len(df) or set(names) <= set(df.columns)
-    ):  # a section with no rows may have no columns either
+    # A section with no rows may have no columns either: then there is no index to set.
+    if names and (len(df) or set(names) <= set(df.columns)):
         df = df.set_index(index)
     elif isinstance(df.index, pd.RangeIndex) and df.shape[1] > 1:
         df = df.set_index(df.columns[0])

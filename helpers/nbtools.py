@@ -158,8 +158,7 @@ def stream_problems(text: str, max_progress_lines: int = MAX_PROGRESS_LINES) -> 
 
 def progress_problems(nb: nbformat.NotebookNode, max_progress_lines: int = MAX_PROGRESS_LINES) -> list[str]:
     """`stream_problems` of each code cell's printed output (all its streams together), as `cell i: ...`: what a
-    batch run (`python -m helpers.run`, KIT_BATCH=1) must not leave in an executed notebook. The committed
-    `results/cpu/executed` of 2026-12-01 fails it (tqdm's text bars in 01 cell 3 and 07 cells 4 and 6)."""
+    batch run (`python -m helpers.run`, KIT_BATCH=1) must not leave in an executed notebook."""
     found = []
     for i, c in enumerate(nb.cells):
         if c.cell_type != "code":

@@ -20,8 +20,8 @@ from typing import IO, Any
 
 from tqdm.auto import tqdm
 
-# Every switch that turns a third-party progress bar off (tqdm's own defaults, Hugging Face hub/datasets); set in
-# the kernels of a batch run, where only the kit's `LineBar`s report progress.
+# Every switch that turns a third-party progress bar off (tqdm's own defaults, Hugging Face hub/datasets), and
+# transformers' advisory warnings; set in the kernels of a batch run, where only the kit's `LineBar`s report progress.
 BATCH_ENV = {
     "KIT_BATCH": "1",
     "TQDM_DISABLE": "1",

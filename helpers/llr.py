@@ -220,6 +220,41 @@ def summary(cfg: Config, rec: Recorded, nll: dict, llr: dict, transcript_metrics
     }
 
 
+def kl_caveat(base: dict, paper_base: float | None) -> list[str]:
+    """What the direction does and does not show. On RL's own samples the mean of log pi_RL - log pi_base is
+    KL(pi_RL || pi_base) >= 0 for any two policies, so a positive LLR on RL's trajectories is expected whatever RL
+    learned (exactly before the success filter; after it, approximately). The informative number is the
+    base's successful trajectories: their sign, decided by the interval, beside the paper's."""
+    lo, hi = base["ci"]
+    where = fmt.side(lo, hi)
+    sign = {"above 0": "positive", "below 0": "negative"}.get(where, "not distinguishable from 0")
+    line = (
+        "- **What the direction shows:** on RL's own samples log pi_RL - log pi_base averages to KL(pi_RL || pi_base), "
+        "which is positive for any two policies that differ (exactly before the success filter), so a positive ratio on "
+        "RL's trajectories is expected whatever RL learned. "
+        f"The base's successful trajectories are the informative part: here {fmt.entry(base, digits=3)}, {sign} "
+        f"(interval {where})"
+    )
+    if paper_base is not None:
+        same = (where == "above 0") == (paper_base > 0) and where != "contains 0"
+        line += (
+            f"; the paper's is about {fmt.number(paper_base, 0, sign=True)}, "
+            + (
+                "the same sign"
+                if same
+                else "the opposite sign"
+                if where != "contains 0"
+                else "no sign to compare"
+            )
+            + (
+                ": RL makes the base's own successes less likely than the base does"
+                if where == "below 0"
+                else ""
+            )
+        )
+    return [line + "."]
+
+
 def findings(m: dict) -> list[str]:
     """The 'what this run found' section of notebook 06, from its metrics.json."""
     n, llr, pp = m["nll_base_policy"], m["cum_llr_successful"], m["paper"]
@@ -253,4 +288,5 @@ def findings(m: dict) -> list[str]:
             }.get(fmt.side(d["low"], d["high"]), "this sample cannot tell the direction (an effect below the MDE could "
                                                    "be missed)")  # fmt: skip
         lines.append(f"- **Direction:** {verdict}{sharp}")
+        lines += kl_caveat(llr["base"], pp.get("cum_llr_base"))
     return lines

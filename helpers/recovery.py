@@ -261,6 +261,13 @@ def findings(m: dict) -> list[str]:
         lines.append(f"- **Concentration** (win rate over {label}, error states minus matched states): "
                      f"{fmt.entry(d, 'error_minus_matched', 'ci', digits=1, scale=100, signed=True, unit='points')}"
                      f"{extra}: {verdict}.")  # fmt: skip
+    if any(k in c for k in labels):
+        lines.append(
+            "  Read with the depth confound: an error state is injected one step after a state drawn like the matched "
+            "ones, so error states sit later in the episode on average, and RL's win rate itself changes with depth "
+            "(notebook 04's bins d_t). The difference mixes 'after an error' with 'later in the episode'; exercise "
+            "05a splits both pools at d_t = 0.5."
+        )
     lines.append(
         "- **Continuation success** from the same error states: "
         + "; ".join(f"{k} {fmt.estimate(v['success'], (v['low'], v['high']), 1, 100, unit='%')}"

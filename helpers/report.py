@@ -339,9 +339,145 @@ def run_facts(profile: str = "cpu") -> str:
     )
 
 
+# --------------------------------------------------------------------------------------- the short version
+#
+# One verdict per claim of the paper, each decided by the side of 0 of its interval (`fmt.side`), never by two point
+# estimates, generated from the same metrics.json files as everything else in the README block.
+
+
+def _budgets(paired: dict, where: str) -> list[str]:
+    """The fractions of T_max (as `25 %`) whose paired interval lies `where` ("above 0", "below 0", "contains 0")."""
+    return [
+        f"{fmt.number(float(f), 0, scale=100)} %"
+        for f, v in paired.items()
+        if fmt.side(v["low"], v["high"]) == where
+    ]
+
+
+def _list(items: list[str]) -> str:
+    return ", ".join(items) if items else "none"
+
+
+def _interval(v: dict, digits: int = 1, scale: float = 1.0) -> str:
+    """A paired verdict or a `{change, change_ci}` entry as `+2.1 [-0.5, +4.7] (contains 0)`."""
+    if "diff" in v:
+        lo, hi, x = v["low"], v["high"], v["diff"]
+    else:
+        (lo, hi), x = v["change_ci"], v["change"]
+    return f"{fmt.estimate(x, (lo, hi), digits, scale, signed=True)} ({fmt.side(lo, hi)})"
+
+
+def _paper_gains(m: dict) -> str:
+    """The paper's BudgetMix-minus-GRPO points as 02's metrics.json records them: `+7.5 / ... points at 25 / ... %`."""
+    pp = m.get("paper", {}).get("budgetmix_minus_grpo_points", {})
+    if not pp:
+        return "no number"
+    fr = " / ".join(fmt.number(float(f), 0, scale=100) for f in pp)
+    return f"{' / '.join(fmt.number(v, 1, sign=True) for v in pp.values())} points at {fr} % of T_max, mean of 4 tasks"
+
+
+def short_version(profile: str = "cpu") -> list[str]:
+    """The README's short version: for each claim of the paper the run tests, the kit's verdict from its interval,
+    with the interval. A notebook whose metrics are missing (or predate a quantity) contributes no line."""
+    out: list[str] = []
+    m1 = _get(profile, "01_grpo_training")
+    if m1 and "grpo" in m1:
+        rm, rs = m1["grpo"]["R_multi"], m1["grpo"]["R_single"]
+        sides = fmt.side(*rm["change_ci"]), fmt.side(*rs["change_ci"])
+        word = {"above 0": "rose", "below 0": "fell"}
+        verdict = ("as in the paper" if sides == ("above 0", "below 0")
+                   else f"unlike the paper, R_single {word.get(sides[1], 'did not move distinguishably')}"
+                   if sides[0] == "above 0" else "R_multi did not rise distinguishably")  # fmt: skip
+        out.append(f"- **R_multi rises while R_single falls** (01; paper, DeepCoder-MT): R_multi {_interval(rm, 3)}, "
+                   f"R_single on the policy's own states {_interval(rs, 3)}: {verdict}.")  # fmt: skip
+    m2 = _get(profile, "02_budgetmix_training")
+    if m2 and "gains_paired" in m2:
+        g = m2["gains_paired"]["budgetmix - grpo"]
+        out.append(f"- **BudgetMix beats full-budget GRPO at tight budgets, parity at T_max** (02; paper "
+                   f"{_paper_gains(m2)}): interval above 0 at {_list(_budgets(g, 'above 0'))}, "
+                   f"below 0 at {_list(_budgets(g, 'below 0'))}, containing 0 at {_list(_budgets(g, 'contains 0'))} "
+                   "of T_max.")  # fmt: skip
+        if "grpo-sharp - sharp" in m2["gains_paired"]:
+            a, b = m2["gains_paired"]["grpo - sharp"], m2["gains_paired"]["grpo-sharp - sharp"]
+            out.append(f"- **RL learned more than sharpening gives** (02, the kit's control): GRPO minus the sharpened "
+                       f"base is above 0 at {_list(_budgets(a, 'above 0'))} of T_max; decoded as the sharpened base is "
+                       f"(the symmetric control), at {_list(_budgets(b, 'above 0'))}.")  # fmt: skip
+    probe = (m2 or {}).get("budget_probe", {}).get("agents", {})
+    models = {k: v["responsiveness"] for k, v in probe.items() if v.get("kind") == "model"}
+    if models:
+        reading = [k for k, r in models.items() if fmt.side(r["low"], r["high"]) == "above 0"]
+        largest = max(abs(r["mean"]) for r in models.values())
+        optimum = probe.get("optimum", {}).get("responsiveness", {}).get("mean")
+        out.append(f"- **Does any model read the budget line?** (02, the budget-swap probe; the paper does not measure "
+                   f"it): responsiveness above 0 for {_list(reading)} of {len(models)} models; the largest in size "
+                   f"{fmt.number(largest, 3)}"
+                   + (f", against {fmt.number(optimum, 1)} for the scripted budget-aware optimum" if optimum else "")
+                   + ". A BudgetMix lead with no model reading the budget is a budget-blind one.")  # fmt: skip
+    m3 = _get(profile, "03_pass_at_kt_sweep")
+    if m3 and "grpo - base" in m3.get("trend", {}):
+        t = m3["trend"]["grpo - base"]
+        word = {"above 0": "it grows with T", "below 0": "it shrinks with T"}.get(
+            fmt.side(t["low"], t["high"]), "this sample cannot tell"
+        )
+        out.append(f"- **RL's Pass@(8,T) advantage grows with T** (03): GRPO minus base at T = {t['T_max']} minus at "
+                   f"T = {t['T_min']}, paired by seed, {_interval(t)} points: {word}.")  # fmt: skip
+    m4 = _get(profile, "04_step_level_probing")
+    s4 = (m4 or {}).get("matched_states", {})
+    if s4.get("rl_vs_base", {}).get("paired"):
+        parts = []
+        for key, label in (("rl_vs_base", "the base"), ("rl_vs_sharp", "the sharpened base")):
+            d = s4.get(key, {})
+            if d.get("paired") and d.get("net_win_paired"):
+                parts.append(f"against {label}, wins minus losses {_interval(d['net_win_paired'], 3)} and mean quality "
+                             f"{_interval(d['paired'], 3)}")  # fmt: skip
+        out.append("- **RL is not better at single steps** (04; paper: better at "
+                   f"{fmt.percent(m4['paper'].get(m4.get('env', 'frozenlake'), m4['paper'].get('frozenlake')))} of "
+                   "matched states, mean quality no better): " + "; ".join(parts) + " (above 0: RL's steps better).")  # fmt: skip
+    m5 = _get(profile, "05_error_recovery")
+    if m5 and m5.get("concentration", {}).get("rl_vs_base", {}).get("paired"):
+        c = m5["concentration"]["rl_vs_base"]["paired"]
+        cont = m5.get("continuation_paired", {}).get("rl - base")
+        out.append(f"- **RL's advantage concentrates at error states** (05): win rate at error states minus at matched "
+                   f"states {_interval(c, 1, 100)} points"
+                   + (f"; continuation success from the same error states, RL minus base {_interval(cont, 1, 100)} "
+                      "points" if cont else "")
+                   + " (error states also sit later in the episode: a depth confound).")  # fmt: skip
+    m6 = _get(profile, "06_likelihood_analysis")
+    if m6 and m6.get("cum_llr_difference") and "base" in m6.get("cum_llr_successful", {}):
+        d, b = m6["cum_llr_difference"], m6["cum_llr_successful"]["base"]
+        out.append(f"- **Successful RL trajectories are far likelier under RL** (06): RL minus base trajectories, "
+                   f"paired by seed, {_interval(d, 2)}, as any two differing policies give on the RL side (a KL); the "
+                   f"base's successful trajectories {fmt.entry(b, digits=3)} ({fmt.side(*b['ci'])}; paper about "
+                   f"{fmt.number(m6['paper']['cum_llr_base'], 0, sign=True)}).")  # fmt: skip
+    m7 = _get(profile, "07_process_supervision")
+    if m7 and "gains_ci" in m7:
+        first = (
+            min(m7["gains_ci"]["oracle_q - grpo"], key=float) if "oracle_q - grpo" in m7["gains_ci"] else None
+        )
+        if first is not None:
+            better = [k.split(" - ")[0] for k in ("oracle_q - grpo", "gigpo - grpo", "ppo - grpo")
+                      if k in m7["gains_ci"] and m7["gains_ci"][k][first][0] > 0]  # fmt: skip
+            seeds = len(m7.get("seeds", []))
+            out.append(f"- **Precise process supervision helps at tight budgets** (07; paper, FrozenLake: oracle-Q and "
+                       f"GiGPO): minus GRPO at {fmt.number(float(first), 0, scale=100)} % of T_max, interval above 0 for "
+                       f"{_list(better)}"
+                       + (f" ({seeds} RL seed: the intervals cover the test tasks, not training's variance)"
+                          if seeds == 1 else f" ({seeds} RL seeds)") + ".")  # fmt: skip
+    return out
+
+
 def readme_block(profile: str = "cpu") -> str:
     """The README's results block: the run, the headline table, and every notebook's findings as it prints them."""
-    parts = [BEGIN, "", run_facts(profile), "", "### Headline: the paper's numbers beside the kit's", "",
+    short = short_version(profile)
+    parts = [BEGIN, "", run_facts(profile), ""]
+    if short:
+        parts += [
+            "### The short version: one verdict per claim, each decided by its interval",
+            "",
+            *short,
+            "",
+        ]
+    parts += ["### Headline: the paper's numbers beside the kit's", "",
              "Means over the RL seeds; 95 % intervals resample the seeds and the maps or states.", "",
              markdown(profile), "", "### What each notebook found", ""]  # fmt: skip
     for notebook in sorted(FINDINGS):

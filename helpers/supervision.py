@@ -472,7 +472,8 @@ def findings(m: dict) -> list[str]:
         lines.append(
             f"- **{algo} minus GRPO** ({setting}): {gain_cells(m, key)} points: "
             + (f"better than GRPO at {', '.join(better)} of T_max (the paper, on BFCL: no better under constrained "
-               "budgets)" if better else "no better than GRPO at any constrained budget, as the paper finds on BFCL")
+               "budgets)" if better else "no constrained budget's interval is above 0 (no better than GRPO detected there; the paper "
+                  "finds no better on BFCL)")
             + "."
         )  # fmt: skip
     for mode_key in sorted((k for k in gains if k.endswith("+budgetmix - grpo+budgetmix")), key=order):

@@ -348,3 +348,37 @@ def test_findings_03_decide_growth_with_T_by_the_paired_change():
         assert f"the change, paired by seed, {fmt.verdict(m['trend']['grpo - base'])}: {word}." in text
         assert unexplained(text, m, CONSTANTS["03_pass_at_kt_sweep"]) == [], text
     assert "interval above 0 at T = none" in text  # every paired gap contains 0 here
+
+
+def test_short_version_decides_each_claim_by_its_interval(monkeypatch):
+    """Issue 30: the README's short version is generated, and each verdict follows the side of 0 of its interval,
+    not the point: the same point estimate reads differently with an interval that contains 0."""
+    committed = {nb: _metrics(nb) for nb in report.FINDINGS}
+
+    def fake(metrics):
+        return lambda profile, notebook, *keys, default=None: metrics.get(notebook, default)
+
+    monkeypatch.setattr(report, "_get", fake(committed))
+    lines = report.short_version("cpu")
+    assert len(lines) == 9 and all(line.startswith("- **") for line in lines)
+    m = copy.deepcopy(committed)
+    rs = m["01_grpo_training"]["grpo"]["R_single"]
+    for ci, words in (([0.01, 0.05], "unlike the paper, R_single rose"), ([-0.05, -0.01], "as in the paper"),
+                      ([-0.01, 0.05], "R_single did not move distinguishably")):  # fmt: skip
+        rs["change"], rs["change_ci"] = 0.02, ci
+        monkeypatch.setattr(report, "_get", fake(m))
+        assert words in report.short_version("cpu")[0]
+    t = m["03_pass_at_kt_sweep"]["trend"]["grpo - base"]
+    for (lo, hi), words in (((1.0, 5.0), "it grows with T"), ((-5.0, -1.0), "it shrinks with T"),
+                            ((-1.0, 5.0), "this sample cannot tell")):  # fmt: skip
+        t |= {"diff": 2.0, "low": lo, "high": hi}
+        monkeypatch.setattr(report, "_get", fake(m))
+        assert words in next(x for x in report.short_version("cpu") if "grows with T" in x)
+    g = m["02_budgetmix_training"]["gains_paired"]["budgetmix - grpo"]
+    for v in g.values():
+        v |= {"low": -1.0, "high": 1.0}
+    monkeypatch.setattr(report, "_get", fake(m))
+    line = next(x for x in report.short_version("cpu") if "BudgetMix beats" in x)
+    assert "interval above 0 at none, below 0 at none, containing 0 at 25 %, 50 %, 75 %, 100 %" in line
+    monkeypatch.setattr(report, "_get", fake({}))
+    assert report.short_version("cpu") == []  # no run: no verdicts

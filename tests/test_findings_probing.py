@@ -17,7 +17,7 @@ from helpers.config import REPO_ROOT
 MODULES = {"04_step_level_probing": matched, "05_error_recovery": recovery, "06_likelihood_analysis": llr}
 COMMITTED = REPO_ROOT / "results" / "cpu"
 # numbers the findings state as constants of the method, not as measurements
-CONSTANTS = {"95"}
+CONSTANTS = {"95", "04", "05"}  # and the notebooks the prose names
 NUMBER = re.compile(r"(?<![\w.])[+-]?\d+(?:\.\d+)?")
 
 
@@ -104,23 +104,46 @@ def test_matched_findings_read_the_verdicts_from_the_intervals():
     _with_differences(m["matched_states"])
     m["power"] = 0.8
     rb = m["matched_states"]["rl_vs_base"]
-    cases = {(0.011, -0.009, 0.031): "undecided at this sample size: the interval contains 0",
-             (-0.02, -0.035, -0.005): "consistent: RL's steps are worse than the base's on average",
-             (0.02, 0.005, 0.035): "not supported here: RL's steps are better than the base's on average"}  # fmt: skip
-    for (diff, low, high), verdict in cases.items():
-        rb["paired"] = _paired(diff, low, high)
-        for better_ci in ([0.3, 0.45], [0.55, 0.7]):  # the win rate's interval changes nothing
-            rb["better_ci"] = better_ci
-            lines = matched.findings(m)
-            claim = next(line for line in lines if line.startswith("- **The paper's claim**"))
-            assert verdict in claim and _unexplained(lines, m) == []
-            assert f"RL minus base {fmt.verdict(rb['paired'], digits=3)}" in claim
-            assert (f"wins {fmt.percent(rb['better'])} / ties {fmt.percent(rb['tie'])} / losses "
-                    f"{fmt.percent(rb['worse'])}, wins minus losses +0.050 [+0.010, +0.090]") in claim  # fmt: skip
-            assert "this sample cannot tell RL's per-step gain from sharpening" in claim
+    means = {(0.011, -0.009, 0.031): "on average: +0.011 [-0.009, +0.031] (contains 0; MDE 0.030): contains 0: this "
+                                     "sample cannot tell",
+             (-0.02, -0.035, -0.005): "RL's steps are worse on average: as in the paper (no better)",
+             (0.02, 0.005, 0.035): "RL's steps are better on average: not as in the paper"}  # fmt: skip
+    often = {(0.05, 0.01, 0.09): "wins minus losses +0.050 [+0.010, +0.090] (above 0; MDE 0.030): RL wins at more "
+                                 "states than it loses: not as in the paper",
+             (-0.05, -0.09, -0.01): "RL loses at more states than it wins: as in the paper",
+             (0.01, -0.03, 0.05): "wins minus losses +0.010 [-0.030, +0.050] (contains 0; MDE 0.030): contains 0"}  # fmt: skip
+    for (diff, low, high), verdict in means.items():  # each half decided by its own interval, independently
+        for (n_diff, n_low, n_high), share_verdict in often.items():
+            rb["paired"] = _paired(diff, low, high)
+            rb["net_win_paired"] = _paired(n_diff, n_low, n_high)
+            for better_ci in ([0.3, 0.45], [0.55, 0.7]):  # the win rate's interval changes nothing
+                rb["better_ci"] = better_ci
+                lines = matched.findings(m)
+                base = _claim(lines)["base"]
+                assert verdict in base and share_verdict in base and _unexplained(lines, m) == []
+                assert f"on average: {fmt.verdict(rb['paired'], digits=3)}" in base
+                assert (f"how often: wins {fmt.percent(rb['better'])} / ties {fmt.percent(rb['tie'])} / losses "
+                        f"{fmt.percent(rb['worse'])}, wins minus losses") in base  # fmt: skip
+    sharp = _claim(matched.findings(m))["sharp"]
+    assert "a per-step gain beyond sharpening" in sharp  # net win above 0 against the sharpened base
+    assert "on average: +0.011 [-0.009, +0.031] (contains 0; MDE 0.030): contains 0" in sharp
     m["matched_states"]["rl_vs_sharp"]["paired"] = _paired(-0.02, -0.035, -0.005)
-    claim = next(line for line in matched.findings(m) if line.startswith("- **The paper's claim**"))
-    assert "no per-step gain beyond sharpening" in claim
+    assert "no per-step gain beyond sharpening" in _claim(matched.findings(m))["sharp"]
+    del m["matched_states"]["rl_vs_sharp"]["net_win_paired"]
+    assert (
+        "no paired interval of wins minus losses in this run: no verdict"
+        in _claim(matched.findings(m))["sharp"]
+    )
+
+
+def _claim(lines: list[str]) -> dict[str, str]:
+    """04's verdict on the paper's claim: its header, then one sub-line per comparison, each with its two halves."""
+    i = next(i for i, line in enumerate(lines) if line.startswith("- **The paper's claim**"))
+    assert lines[i].endswith("in two halves:")
+    base, sharp = lines[i + 1], lines[i + 2]
+    assert base.startswith("  - RL against the base: how often: ") and "; on average: " in base
+    assert sharp.startswith("  - RL against the sharpened base: how often: ")
+    return {"base": base, "sharp": sharp}
 
 
 def test_recovery_findings_say_where_each_interval_lies():
@@ -258,3 +281,31 @@ def test_llr_difference_pairs_the_seeds():
     d = llr.llr_difference(pd.DataFrame(rows), ["grpo-s0", "grpo-s1", "grpo-s2"])
     assert d == stats.paired_verdict([2.0, 3.0, 2.5], [1.0, 0.5, 1.5], 0.95, llr.POWER)
     assert d["diff"] == pytest.approx(1.5)
+
+
+def test_llr_findings_say_the_rl_side_is_a_kl_and_compare_the_base_sign_with_the_papers():
+    """Issue 30: a positive ratio on RL's own trajectories holds for any two policies (a KL), so the findings say so,
+    and the base trajectories' sign, decided by its interval, is set beside the paper's (about +26)."""
+    m = _committed("06_likelihood_analysis")
+    text = "\n".join(llr.findings(m))
+    assert "KL(pi_RL || pi_base)" in text
+    cases = {
+        (-1.2, -0.6): "the opposite sign",
+        (0.4, 0.9): "the same sign",
+        (-0.2, 0.3): "no sign to compare",
+    }
+    for (lo, hi), words in cases.items():
+        (line,) = llr.kl_caveat({"mean": (lo + hi) / 2, "ci": [lo, hi]}, 26.0)
+        assert words in line and "the paper's is about +26" in line
+    assert "opposite" in llr.kl_caveat({"mean": 0.5, "ci": [0.2, 0.8]}, -3.0)[0]
+    assert "paper" not in llr.kl_caveat({"mean": 0.5, "ci": [0.2, 0.8]}, None)[0]
+
+
+def test_recovery_findings_name_the_depth_confound_of_concentration():
+    """Issue 30: error states sit later than matched states, so the concentration verdict carries that caveat."""
+    m = _committed("05_error_recovery")
+    text = "\n".join(recovery.findings(m))
+    assert "depth confound" in text and text.index("**Concentration**") < text.index("depth confound")
+    m = copy.deepcopy(m)
+    m["concentration"] = {}
+    assert "depth confound" not in "\n".join(recovery.findings(m))

@@ -313,7 +313,7 @@ def summary(cfg: Config, train: list[Task], test: list[Task], testbed_curve: pd.
         m["frozenlake"] = _testbed_metrics(cfg, train, test, testbed_curve)
     if series_episode is not None:
         m["series"] = series_episode["metrics"]
-    m["deepcoder"] = {k: v for k, v in demos["deepcoder"].items() if k not in ("transcript", "turns")}
+    m["deepcoder"] = {k: v for k, v in demos["deepcoder"].items() if k not in ("transcript", "turns", "notice")}
     m["bfcl"] = {k: v for k, v in demos["bfcl"].items() if k != "transcript"}
     m["intercode_sql"] = {k: v for k, v in demos["intercode_sql"].items() if k not in ("transcript", "turns")}
     return m

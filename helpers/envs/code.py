@@ -737,7 +737,9 @@ def demo_or_skip(task_id: str = "kit-000", budget: int = 3) -> dict:
         try:
             out = demo(task_id, budget, isolation="weak")
         except sandbox.SandboxError as exc:
-            return _skipped(task_id, budget, f"{where.explain()} Weak isolation did not start either ({exc}).")
+            return _skipped(
+                task_id, budget, f"{where.explain()} Weak isolation did not start either ({exc})."
+            )
         return {**out, "sandbox": "weak", "notice": f"{where.explain()} This demo runs only the kit's own two "
                 "programs (a wrong one and the reference solution, written by the kit, not by a model), so it "
                 "ran them with weak isolation."}  # fmt: skip

@@ -128,3 +128,50 @@ def test_with_the_boundary_the_demo_is_unchanged_and_its_notice_stays_out_of_the
     from helpers import testbed
 
     assert '"notice"' in inspect.getsource(testbed.summary)
+
+
+def test_the_turns_table_is_none_when_skipped_and_the_two_turns_when_run(monkeypatch):
+    from helpers import testbed
+
+    monkeypatch.setattr(sys, "platform", "darwin")
+    monkeypatch.setattr(bwrap, "_BOUNDARY", None)
+    assert testbed.code_demo_turns(code.demo_or_skip()) is None
+    ran = {"turns": [{"turn": 1, "passed": 0, "total": 6}, {"turn": 2, "passed": 6, "total": 6}]}
+    assert list(testbed.code_demo_turns(ran)["passed"]) == [0, 6]
+
+
+def notebook_00_demo_cell() -> str:
+    """The source of notebook 00's DeepCoder-MT demo cell (found by what it calls, not by its position)."""
+    import nbformat
+
+    from helpers.run import NOTEBOOK_DIR
+
+    nb = nbformat.read(NOTEBOOK_DIR / "00_environments.ipynb", as_version=4)
+    cells = [c.source for c in nb.cells if c.cell_type == "code" and "code.demo" in c.source]
+    assert len(cells) == 1, cells
+    return cells[0]
+
+
+@pytest.mark.parametrize("platform", ["darwin", "linux"])
+def test_notebook_00s_demo_cell_says_what_is_missing_and_runs_no_model_code(monkeypatch, capsys, platform):
+    """Notebook 00's own cell, run where the boundary is missing: it does not fail, its first line names what is
+    missing, and it says what was skipped (off Linux) or that only the kit's programs ran weakly (Linux)."""
+    from helpers import fmt, testbed
+    from helpers.envs import format_transcript
+
+    monkeypatch.setattr(sys, "platform", platform)
+    monkeypatch.delenv(sandbox.ISOLATION_ENV, raising=False)
+    if platform == "darwin":
+        monkeypatch.setattr(bwrap, "_BOUNDARY", None)
+        no_program_runs(monkeypatch)
+    else:
+        fake(monkeypatch, (MISSING,))
+    ns = {"format_transcript": format_transcript, "fmt": fmt, "testbed": testbed}
+    exec(notebook_00_demo_cell(), ns)
+    first = capsys.readouterr().out.splitlines()[0]
+    if platform == "darwin":
+        assert "not Linux" in first and "Skipped: the demo episode" in first
+        assert ns["coder"]["turns"] == []
+    else:
+        assert MISSING in first and "weak isolation" in first and "not by a model" in first
+        assert ns["coder"]["success"] is True

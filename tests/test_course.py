@@ -104,3 +104,40 @@ def test_the_from_scratch_times_and_their_commit_are_the_committed_runs():
     }
     assert len(commits) == 1, commits
     assert f"`{commits.pop()}`" in para
+
+
+def paper_numbers() -> set[float]:
+    """Every number `helpers.paper` holds (values, and BudgetMix's fractions of T_max as keys), as fractions and as
+    percentages."""
+    from helpers import paper
+
+    found: set[float] = set()
+
+    def walk(obj) -> None:
+        if isinstance(obj, paper.Reported):
+            found.update({obj.value, round(obj.value * 100, 6)})
+        elif isinstance(obj, dict):
+            for k, v in obj.items():
+                if isinstance(k, float):
+                    found.update({k, round(k * 100, 6)})
+                walk(v)
+        elif isinstance(obj, tuple):
+            for v in obj:
+                walk(v)
+
+    for name in dir(paper):
+        walk(getattr(paper, name))
+    return found
+
+
+def test_the_papers_numbers_it_quotes_are_helpers_papers():
+    """The kit types the paper's numbers in one place (`helpers.paper`); the guide quotes them, and a test is what
+    keeps the two the same."""
+    segments = re.findall(r"The paper[^|\n]*(?:\n[^|\n]+)*", TEXT) + re.findall(
+        r"headline numbers \(([^)]*)\)", TEXT
+    )
+    numbers = [float(x) for s in segments for x in re.findall(r"(?<![\w.])[-+]?\d+(?:\.\d+)?(?![\w.])", s)]
+    assert len(numbers) >= 15, segments
+    known = paper_numbers()
+    bad = sorted({n for n in numbers if not any(abs(n - k) < 1e-9 for k in known)})
+    assert not bad, f"docs/course.md quotes as the paper's numbers that helpers.paper does not hold: {bad}"

@@ -290,6 +290,13 @@ def series(cfg: Config, test: list[Task]) -> dict | None:
     }
 
 
+def code_demo_turns(demo: dict) -> pd.DataFrame | None:
+    """The DeepCoder-MT demo's turns as a table (tests passed, step quality, reward), or None where
+    `code.demo_or_skip` skipped the episode (this machine cannot run the sandbox): no program ran, so nothing was
+    scored, and the notebook shows no table rather than an empty one."""
+    return pd.DataFrame(demo["turns"]) if demo["turns"] else None
+
+
 def sql_demo_turns(demo: dict) -> pd.DataFrame:
     """The InterCode-SQL demo's turns as a table: its `step_quality` record is InterCode's reward of the query's
     result as if submitted now, recorded by rollouts but **not** a step oracle (`step_oracle("intercode_sql")`),
@@ -313,7 +320,9 @@ def summary(cfg: Config, train: list[Task], test: list[Task], testbed_curve: pd.
         m["frozenlake"] = _testbed_metrics(cfg, train, test, testbed_curve)
     if series_episode is not None:
         m["series"] = series_episode["metrics"]
-    m["deepcoder"] = {k: v for k, v in demos["deepcoder"].items() if k not in ("transcript", "turns")}
+    m["deepcoder"] = {
+        k: v for k, v in demos["deepcoder"].items() if k not in ("transcript", "turns", "notice")
+    }
     m["bfcl"] = {k: v for k, v in demos["bfcl"].items() if k != "transcript"}
     m["intercode_sql"] = {k: v for k, v in demos["intercode_sql"].items() if k not in ("transcript", "turns")}
     return m

@@ -698,11 +698,11 @@ print(max(a) - min(a) + 1)
 """
 
 
-def demo(task_id: str = "kit-000", budget: int = 3) -> dict:
+def demo(task_id: str = "kit-000", budget: int = 3, isolation: str | None = None) -> dict:
     """A scripted player: first a wrong program, then (after reading the feedback) the reference solution.
-    Returns the transcript, per-turn rewards, step qualities and pass counts."""
+    Returns the transcript, per-turn rewards, step qualities and pass counts. `isolation` as in `CodeEnv`."""
     task = next(t for t in kit_tasks(t_max=budget) if t.task_id == task_id)
-    env = CodeEnv()
+    env = CodeEnv(isolation=isolation)
     messages = env.reset(task, budget)
     rows = []
     for program in (_DEMO_WRONG, task.payload["reference"]):
@@ -720,3 +720,38 @@ def demo(task_id: str = "kit-000", budget: int = 3) -> dict:
         "turns": rows,
         "success": bool(rows[-1]["reward"]),
     }
+
+
+def demo_or_skip(task_id: str = "kit-000", budget: int = 3) -> dict:
+    """`demo`, run only as far as this machine's sandbox allows (`sandbox.availability`), with a `notice` that says
+    in plain words how it ran. With the full boundary: `demo` as it is. On Linux without it: the same two programs,
+    which the kit wrote (a wrong one and the task's reference solution; no model wrote them), run with weak
+    isolation, and `sandbox` is "weak". Where no isolation runs (not Linux), or weak isolation fails to start: no
+    program runs, the transcript holds the task and the two programs unrun, `turns` is empty, `success` None and
+    `sandbox` "skipped". A model's programs are never run weakly here (only `KIT_SANDBOX=weak` does that)."""
+    where = sandbox.availability()
+    if where.full:
+        return {**demo(task_id, budget), "notice": "The two programs ran in the code sandbox (its full "
+                "operating-system boundary)."}  # fmt: skip
+    if where.mode == "weak":
+        try:
+            out = demo(task_id, budget, isolation="weak")
+        except sandbox.SandboxError as exc:
+            return _skipped(
+                task_id, budget, f"{where.explain()} Weak isolation did not start either ({exc})."
+            )
+        return {**out, "sandbox": "weak", "notice": f"{where.explain()} This demo runs only the kit's own two "
+                "programs (a wrong one and the reference solution, written by the kit, not by a model), so it "
+                "ran them with weak isolation."}  # fmt: skip
+    return _skipped(task_id, budget, where.explain())
+
+
+def _skipped(task_id: str, budget: int, why: str) -> dict:
+    """The demo without running anything: the task as the agent sees it and the two programs, unrun."""
+    task = next(t for t in kit_tasks(t_max=budget) if t.task_id == task_id)
+    messages = CodeEnv().reset(task, budget)  # reset builds the prompt only: nothing runs
+    messages += [{"role": "assistant", "content": fence(p)} for p in (_DEMO_WRONG, task.payload["reference"])]
+    notice = (f"{why} Skipped: the demo episode. Shown below: the task and the two programs the scripted player "
+              "would submit, not run, so there is no feedback and no score.")  # fmt: skip
+    return {"task_id": task_id, "transcript": messages, "turns": [], "success": None, "sandbox": "skipped",
+            "notice": notice}  # fmt: skip

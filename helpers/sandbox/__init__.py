@@ -40,7 +40,8 @@ The boundary is the operating system's, not Python's (`docs/security.md` has the
 Where the machine cannot give all of this (no bubblewrap, neither root nor user namespaces, no cgroup this process
 may write), `run_program` refuses with `SandboxUnavailable`, whose message says what is missing and how to enable
 it. `KIT_SANDBOX=weak` (or `Limits(isolation="weak")`) runs anyway with what is available; every result then has
-`layers["mode"] == "weak"` and lists what was missing.
+`layers["mode"] == "weak"` and lists what was missing. `availability()` says beforehand which of the three this
+machine allows ("os", "weak" only, or "none": not Linux, where nothing runs), with a plain-language reason.
 
 Many tests of one program run in one process (fresh globals, stdin/stdout files, builtins and recursion limit per
 test); if the process dies in a test (timeout, stall, crash, `os._exit`) or garbles its channel, that test fails and a new
@@ -68,7 +69,7 @@ from .base import (
     TestResult,
     isolation_setting,
 )
-from .bwrap import Boundary, boundary
+from .bwrap import Availability, Boundary, availability, boundary
 from .judge import describe_test, outputs_match, validate_test, values_match
 from .runner import Job, report, run_many, run_program
 from .wire import FrameReader, wire_decode, wire_encode
@@ -78,6 +79,7 @@ __all__ = [
     "ISOLATION_SETTINGS",
     "SANDBOX_HOME",
     "TEST_KINDS",
+    "Availability",
     "Boundary",
     "FrameReader",
     "Job",
@@ -86,6 +88,7 @@ __all__ = [
     "SandboxError",
     "SandboxUnavailable",
     "TestResult",
+    "availability",
     "boundary",
     "describe_test",
     "isolation_setting",

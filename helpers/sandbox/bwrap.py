@@ -137,6 +137,58 @@ class Boundary:
         )
 
 
+NOT_LINUX = (
+    "this is not Linux (sys.platform is {platform!r}): bubblewrap, namespaces, cgroups and seccomp are Linux "
+    "kernel features, so neither the boundary nor weak isolation (which reads /proc) can run here"
+)
+
+
+@dataclass(frozen=True)
+class Availability:
+    """Which isolation can run programs on this machine, and why not the full one.
+
+    `mode`: "os" (the full operating-system boundary), "weak" (Linux without it: only a run that asks for weak
+    isolation can start, `KIT_SANDBOX=weak` or `Limits(isolation="weak")`), or "none" (not Linux: no program can
+    be run at all). `missing` lists what is missing, in the probe's words (empty for "os")."""
+
+    mode: str
+    missing: tuple[str, ...]
+
+    @property
+    def full(self) -> bool:
+        return self.mode == "os"
+
+    def explain(self) -> str:
+        """One plain-language paragraph: what this machine gives the code sandbox and what that means."""
+        if self.full:
+            return "The code sandbox's operating-system boundary is available on this machine."
+        what = "; ".join(self.missing)
+        if self.mode == "weak":
+            return (
+                f"The code sandbox's operating-system boundary is not available on this machine ({what}). "
+                "Programs written by a model are not run here: the DeepCoder-MT environment refuses them unless "
+                f"you set {ISOLATION_ENV}=weak yourself. Only weak isolation can start (the parts of the boundary "
+                "that are there, per-process resource limits and the audit hook). `python -m helpers.sandbox` "
+                "shows what is there."
+            )
+        return (
+            f"The code sandbox cannot run on this machine ({what}). No program is run here, not even with "
+            f"{ISOLATION_ENV}=weak. Run the DeepCoder-MT parts on Linux (docs/course.md says where)."
+        )
+
+
+def availability(refresh: bool = False) -> Availability:
+    """What isolation this machine can give programs (`boundary`'s probe, once per process): the full boundary,
+    weak isolation only (Linux without it), or none (not Linux). Notebooks use it to decide, before running
+    anything, whether a demo runs in the sandbox, runs only the kit's own trusted programs weakly, or is skipped."""
+    b = boundary(refresh)
+    if b.complete:
+        return Availability("os", ())
+    if not sys.platform.startswith("linux"):
+        return Availability("none", b.problems)
+    return Availability("weak", b.problems)
+
+
 _BOUNDARY: Boundary | None = None
 _BOUNDARY_LOCK = threading.Lock()
 
@@ -152,6 +204,8 @@ def boundary(refresh: bool = False) -> Boundary:
 
 def _probe_boundary() -> Boundary:
     root = os.geteuid() == 0
+    if not sys.platform.startswith("linux"):  # bubblewrap, namespaces, cgroups and seccomp are Linux's alone
+        return Boundary(root, None, False, None, (NOT_LINUX.format(platform=sys.platform),))
     problems = []
     cgroups, why = CgroupTree.find()
     if cgroups is None:

@@ -10,9 +10,10 @@ method name, args, kwargs, output cap, seconds of CPU time); the answer on stdou
 the job used, reply), the reply being ("ok", result text, the instance pickled after the call), ("over", result
 length), ("deep",) (the instance after the call does not pickle within `STATE_FRAMES` frames of recursion: a
 directory chain hundreds deep, which the kit's process, deeper in its own stack, could not pickle or compare), ("memory",) or
-("failed", why); "ready" is sent once at start. The address space may grow by `memory_mb` over what the started worker holds (RLIMIT_AS). A
-job that uses more than its seconds of this process's CPU time ends the process (SIGPROF from
-`setitimer(ITIMER_PROF)`): the kit reads the signal in the exit status and starts a fresh worker.
+("failed", why); "ready" is sent once at start. The address space may grow by `memory_mb` over what the started
+worker holds (RLIMIT_AS; on Linux only, `limit_address_space`). A job that uses more than its seconds of this
+process's CPU time ends the process (SIGPROF from `setitimer(ITIMER_PROF)`): the kit reads the signal in the exit
+status and starts a fresh worker.
 """
 
 from __future__ import annotations
@@ -85,15 +86,26 @@ def answer(job: tuple) -> tuple:
         return ("failed", f"{type(e).__name__}: {e}"[:300])
 
 
+def limit_address_space(memory_mb: int) -> bool:
+    """Let this process's address space grow by `memory_mb` over what it holds now (RLIMIT_AS), and say whether it
+    could. Linux only: the current size comes from /proc/self/statm, and macOS neither has /proc nor enforces
+    RLIMIT_AS. Elsewhere nothing is capped (False), so notebook 00's BFCL demo still runs off Linux; the CPU-time
+    limit and the output cap still bound every call there."""
+    if not sys.platform.startswith("linux"):
+        return False
+    with open("/proc/self/statm") as f:
+        size = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    extra = memory_mb << 20
+    resource.setrlimit(resource.RLIMIT_AS, (size + extra, size + extra))
+    return True
+
+
 def main(memory_mb: int) -> None:
     """Serve jobs until stdin closes."""
     out = os.dup(1)
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)  # a backend that prints cannot garble the channel
-    with open("/proc/self/statm") as f:
-        size = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
-    extra = memory_mb << 20
-    resource.setrlimit(resource.RLIMIT_AS, (size + extra, size + extra))
+    limit_address_space(memory_mb)
     # The CPU time limit: SIGPROF's default action ends the process.
     signal.signal(signal.SIGPROF, signal.SIG_DFL)
     write(out, "ready")

@@ -228,7 +228,8 @@ RUN_ALL = f"""(async () => {{
 DONE = f"""(() => {{
   {PANEL}
   const code = panel.content.widgets.filter(c => c.model.type === 'code');
-  return panel.sessionContext.session.kernel.status === 'idle' && code.every(c => c.model.executionCount !== null);
+  const failed = code.some(c => c.model.outputs.toJSON().some(o => o.output_type === 'error'));  // Run All stops there
+  return panel.sessionContext.session.kernel.status === 'idle' && (failed || code.every(c => c.model.executionCount !== null));
 }})()"""
 SAVE = f"""(async () => {{ {PANEL} await panel.context.save(); return true; }})()"""
 STATE = f"""(() => {{
@@ -258,7 +259,7 @@ def test_run_all_in_jupyterlab_renders_the_progress_widgets_and_no_errors(lab, p
              timeout=180, every=0.5)  # fmt: skip
     n_code = page.js(RUN_ALL)
     assert n_code == sum(c.cell_type == "code" for c in nbformat.read(NOTEBOOK, as_version=4).cells)
-    wait_for("every cell to run (an execution count on each, the kernel idle)", lambda: page.js(DONE),
+    wait_for("every cell to run (an execution count on each, or an error; the kernel idle)", lambda: page.js(DONE),
              timeout=180, every=0.5)  # fmt: skip
     page.js(SAVE)
     time.sleep(1.0)  # the widgets' last redraw, before the screenshot

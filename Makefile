@@ -9,7 +9,7 @@ PY     := $(VENV)/bin/python
 PROFILE ?= cpu
 REQS   := requirements.txt requirements-nodeps.txt pyproject.toml
 
-.PHONY: install reproduce rehearse test check verify lint format strip clean-results
+.PHONY: install reproduce rehearse test browser-test check verify lint format strip clean-results
 
 install:
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -24,6 +24,7 @@ install:
 	  echo "$$hash" > $(VENV)/.installed && echo "install: done"; \
 	fi
 	@sh scripts/sandbox_os.sh $(PY)
+	@sh scripts/browser_os.sh
 
 reproduce: install
 	$(PY) -m helpers.run --profile $(PROFILE) --fresh
@@ -46,6 +47,11 @@ test: lint
 	@cache=$$(mktemp -d); export KIT_BASE_CACHE=$$cache OMP_NUM_THREADS=1; \
 	$(PY) -m pytest -q -n $(WORKERS) --dist loadgroup --no-loadscope-reorder --durations=30; rc=$$?; \
 	rm -rf $$cache; exit $$rc
+
+# JupyterLab in headless Chromium (tests/test_browser.py, also part of `make test`): Run All on a small notebook, the
+# progress widgets on the page, no cell error; writes the committed screenshot results/browser/notebook.png.
+browser-test: install
+	KIT_BROWSER_SCREENSHOT=results/browser/notebook.png OMP_NUM_THREADS=1 $(PY) -m pytest -q -n 0 -s tests/test_browser.py
 
 # The edit loop: lint and the fast tests (no training, no kernels, no smoke series, no Run All).
 check: lint

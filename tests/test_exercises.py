@@ -18,6 +18,7 @@ import nbformat
 import pytest
 
 from helpers import exercises, run
+from helpers.config import REPO_ROOT
 
 ALLOWED_ROOTS = {"helpers", "numpy", "pandas", "torch"} | set(sys.stdlib_module_names)
 # calls that write under the results folder (records, tables, models, caches): a snippet must not make them
@@ -128,7 +129,7 @@ def test_profile_is_the_only_free_name(ex):
 
 def test_every_snippet_file_has_its_fields_beside_it():
     folder = exercises.FOLDER
-    snippets = {p.stem for p in folder.glob("*.py")} - {"__init__"}
+    snippets = {p.stem for p in folder.glob("*.py")} - {"__init__", "checks"}
     assert snippets == {p.stem for p in folder.glob("*.toml")}
     assert snippets == {e.path.stem for e in exercises.EXERCISES}
     assert all(re.fullmatch(r"\d\d[a-d]_[a-z0-9_]+", stem) for stem in snippets), sorted(snippets)
@@ -264,27 +265,56 @@ def test_committed_solutions_file_is_up_to_date():
 
 
 def test_every_notebook_has_an_exercise_that_trains_or_implements():
-    """Implement-exercises have a reference solution; train-exercises run the kit's PPO update in memory. Notebooks
-    02, 05 and 06 have none yet (issue 30, item 3, left open); the test fails once they get one, to drop them here."""
-    not_yet = {"02", "05", "06"}
+    """Implement-exercises have a reference solution; train-exercises run the kit's PPO update in memory."""
     for stem in NOTEBOOKS:
         kinds = [exercises.is_implement(e) or "ppo_update" in e.code for e in exercises.for_notebook(stem)]
-        assert any(kinds) != (stem[:2] in not_yet), stem
+        assert any(kinds), stem
 
 
 IMPLEMENT = [e for e in exercises.EXERCISES if exercises.is_implement(e)]
 
 
 @pytest.mark.parametrize("ex", IMPLEMENT, ids=lambda e: e.key)
-def test_solution_passes_its_check_and_the_skeleton_does_not(ex, capsys):
-    """On the committed cpu results: the skeleton runs and says NOT YET, the reference solution says PASSED."""
+def test_solution_passes_its_check_and_the_skeleton_does_not(ex, capsys, monkeypatch):
+    """On the committed cpu results (read, never written): the skeleton runs and says NOT YET, the reference
+    solution says PASSED. The verdict is the snippet's `verdict_d`."""
     assert "NotImplementedError" in ex.code and "NotImplementedError" not in ex.solution
+    monkeypatch.setenv("KIT_RESULTS", str(REPO_ROOT / "results"))
+    before = exercises.results_snapshot(REPO_ROOT / "results" / "cpu")
     ns = exercises.run(ex.key, "cpu")
     assert not ns["verdict_d"].passed and capsys.readouterr().out.startswith("NOT YET")
     ns = {"profile": "cpu", "__name__": "__exercise__"}
     exec(compile(ex.solution, f"<solution {ex.key}>", "exec"), ns)
     assert ns["verdict_d"].passed, str(ns["verdict_d"])
     assert capsys.readouterr().out.startswith("PASSED")
+    assert exercises.results_snapshot(REPO_ROOT / "results" / "cpu") == before, (
+        f"{ex.key} wrote into the results"
+    )
+
+
+def test_solution_differs_from_its_skeleton_only_in_the_function_body():
+    """What the student sees around the function (the check, what runs after it) is the reference solution's; the
+    solution may import more (`math`) but not less."""
+    for ex in IMPLEMENT:
+        mine, ref = ast.parse(ex.code), ast.parse(ex.solution)
+        imports = ast.Import | ast.ImportFrom
+        assert {ast.dump(n) for n in mine.body if isinstance(n, imports)} <= {
+            ast.dump(n) for n in ref.body if isinstance(n, imports)
+        }, ex.key
+        rest = (
+            [n for n in mine.body if not isinstance(n, imports)],
+            [n for n in ref.body if not isinstance(n, imports)],
+        )
+        assert len(rest[0]) == len(rest[1]), ex.key
+        for a, b in zip(*rest, strict=True):
+            if isinstance(a, ast.FunctionDef) and a.name.startswith("my_"):
+                assert (
+                    isinstance(b, ast.FunctionDef)
+                    and a.name == b.name
+                    and ast.dump(a.args) == ast.dump(b.args)
+                )
+            else:
+                assert ast.dump(a) == ast.dump(b), (ex.key, ast.unparse(a)[:80])
 
 
 def test_checks_catch_a_wrong_implementation():
@@ -296,6 +326,29 @@ def test_checks_catch_a_wrong_implementation():
     assert not crash.passed and "ZeroDivisionError" in crash.detail
     no_centring = checks.gigpo_step_advantages(lambda trajs, ids, g: [[0.0] * len(s) for s in trajs])
     assert not no_centring.passed and str(no_centring).startswith("NOT YET")
+    population_std = checks.grpo_advantages(
+        lambda r, g, norm: [
+            (x - _mean(r, g, i)) / ((_var0(r, g, i) ** 0.5) + 1e-6 if norm else 1.0) for i, x in enumerate(r)
+        ]
+    )
+    assert not population_std.passed and "the kit gives" in population_std.detail
+    bankers = checks.budgetmix_candidates(lambda t: sorted({max(1, round(i / 10 * t)) for i in range(1, 11)}))
+    assert not bankers.passed and "T_max=13" in bankers.detail
+
+
+def _members(g: list, i: int) -> list[int]:
+    return [j for j, h in enumerate(g) if h == g[i]]
+
+
+def _mean(r: list, g: list, i: int) -> float:
+    m = _members(g, i)
+    return sum(r[j] for j in m) / len(m) if len(m) > 1 else 0.0
+
+
+def _var0(r: list, g: list, i: int) -> float:
+    """The population variance of i's group (ddof 0, where the kit uses the sample variance); 1 for a group of one."""
+    m = _members(g, i)
+    return sum((r[j] - _mean(r, g, i)) ** 2 for j in m) / len(m) if len(m) > 1 else 1.0
 
 
 def test_paste_prints_outside_ipython_and_run_uses_a_fresh_namespace(capsys):

@@ -4,9 +4,10 @@ Each check takes the student's function, calls it on many inputs (random ones, e
 data) beside the kit's implementation, and returns a `Check`: passed or not, on how many inputs, and the first
 input where the two disagree (or the error the function raised). A check never raises for a wrong answer, so a
 skeleton that is not filled in yet runs and says "not yet"; printing the `Check` is the exercise's last line.
-The kit's implementations compared against: `helpers.metrics.pass_at_k` (03d), `helpers.envs.frozenlake`'s
-`upper_bound` (00d), its environments' `step_quality` (04d), `helpers.likelihood.cumulative_llr` (06d) and
-`helpers.algos.gigpo_advantages` (07d).
+The kit's implementations compared against: `helpers.envs.frozenlake`'s `upper_bound` (00d),
+`helpers.algos.grpo_advantages` (01d), `helpers.budget.budgetmix_candidates` (02d), `helpers.metrics.pass_at_k`
+(03d), the environments' `step_quality` (04d), `helpers.recovery.concentration` (05c),
+`helpers.likelihood.cumulative_llr` (06d) and `helpers.algos.gigpo_advantages` (07d).
 """
 
 from __future__ import annotations
@@ -15,9 +16,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 import torch
 
-from helpers import algos, likelihood, metrics
+from helpers import algos, budget, likelihood, metrics, recovery
 from helpers.envs import frozenlake as fl
 
 
@@ -52,7 +54,7 @@ def _compare(what: str, cases: Sequence[tuple[str, Callable[[], object], Callabl
         try:
             a = np.asarray(got, dtype=float)
             b = np.asarray(want, dtype=float)
-            same = a.shape == b.shape and bool(np.allclose(a, b, rtol=0, atol=tol))
+            same = a.shape == b.shape and bool(np.allclose(a, b, rtol=0, atol=tol, equal_nan=True))
         except (TypeError, ValueError):
             same = False
         if not same:
@@ -62,7 +64,7 @@ def _compare(what: str, cases: Sequence[tuple[str, Callable[[], object], Callabl
 
 def _show(x: object) -> str:
     a = np.asarray(x, dtype=float) if not isinstance(x, str) else None
-    if a is None or a.size > 8:
+    if a is None or a.size > 12:
         return f"an array of shape {np.shape(x)}" if a is not None else repr(x)
     return np.array2string(a, precision=4) if a.ndim else f"{float(a):.6g}"
 
@@ -185,3 +187,70 @@ def gigpo_step_advantages(fn: Callable[[list, list, float], list], trials: int =
             (f"random groups #{k}", lambda t=trajs, i=ids: mine(t, i), lambda t=trajs, i=ids: kit(t, i))
         )
     return _compare("your step advantages and algos.gigpo_advantages' step part", cases, tol=1e-5)
+
+
+# ------------------------------------------------------------------------------------- 01d: GRPO advantage
+
+
+def grpo_advantages(fn: Callable[[list[float], list, bool], list[float]], trials: int = 200, seed: int = 0
+                    ) -> Check:  # fmt: skip
+    """`fn(rewards, group_ids, norm_by_std)`, GRPO's group-normalised advantage of every trajectory (Dr.GRPO's
+    mean-centred one with `norm_by_std=False`), against `helpers.algos.grpo_advantages`: edge cases first (a group
+    whose rewards are all equal, a group of one, groups in no order), then random groups of 0/1 and graded
+    rewards, with both settings."""
+    rng = np.random.default_rng(seed)
+    inputs = [([1.0, 0.0, 0.0, 0.0], ["a"] * 4), ([1.0, 1.0, 1.0, 1.0], ["a"] * 4), ([0.0, 0.0], ["a", "a"]),
+              ([1.0], ["a"]), ([1.0, 0.0, 1.0, 0.0, 0.0, 1.0], ["a", "b", "b", "a", "c", "c"]),
+              ([0.3, 0.9, 0.1], ["a"] * 3)]  # fmt: skip
+    for k in range(trials):
+        n_groups, size = int(rng.integers(1, 6)), int(rng.integers(1, 9))
+        ids = [f"task{g}" for g in range(n_groups) for _ in range(size)]
+        order = rng.permutation(len(ids))  # trajectories of a group need not be adjacent
+        graded = k % 2 == 1
+        r = rng.random(len(ids)) if graded else rng.integers(0, 2, len(ids)).astype(float)
+        inputs.append(([float(r[i]) for i in order], [ids[i] for i in order]))
+    cases = []
+    for rewards, ids in inputs:
+        for norm in (True, False):
+            cases.append((f"rewards={rewards}, group_ids={ids}, norm_by_std={norm}",
+                          lambda r=rewards, g=ids, n=norm: fn(list(r), list(g), n),
+                          lambda r=rewards, g=ids, n=norm: algos.grpo_advantages(torch.tensor(r), g,
+                                                                                 norm_by_std=n).numpy()))  # fmt: skip
+    return _compare("your GRPO advantages and algos.grpo_advantages", cases, tol=1e-5)
+
+
+# --------------------------------------------------------------------------------- 02d: BudgetMix budgets
+
+
+def budgetmix_candidates(fn: Callable[[int], list[int]], t_maxes: Sequence[int] = range(1, 41)) -> Check:
+    """`fn(t_max)`, the sorted distinct BudgetMix budgets max(1, round-half-up(f * T_max)) for f = 0.1, ..., 1.0,
+    against `helpers.budget.budgetmix_candidates` for T_max = 1..40. (Above 40 the kit's floating-point product can
+    fall just below a half, 0.7 * 45 = 31.4999..., where exact arithmetic i * T_max / 10 rounds up: not compared.)"""
+    cases = [(f"T_max={t}", lambda t=t: fn(t), lambda t=t: budget.budgetmix_candidates(t)) for t in t_maxes]
+    return _compare("your BudgetMix budgets and budget.budgetmix_candidates", cases, tol=0)
+
+
+# ------------------------------------------------------------------------------------- 05c: concentration
+
+
+def concentration(fn: Callable[[pd.DataFrame, pd.DataFrame, str, str], list[float]], error_states: pd.DataFrame,
+                  matched_states: pd.DataFrame, resamples: int = 10, seed: int = 0) -> Check:  # fmt: skip
+    """`fn(error_states, matched_states, a, b)`, per RL seed (in sorted order) policy `a`'s win rate over `b` at the
+    live error states minus at the live matched states, against the per-seed values of
+    `helpers.recovery.concentration`: on notebook 05's and 04's per-state tables, for RL against the base and the
+    sharpened base, then on `resamples` resampled copies of both tables (rows drawn with replacement)."""
+    rng = np.random.default_rng(seed)
+    tables = [("the notebooks' tables", error_states, matched_states)]
+    for k in range(resamples):
+        tables.append((f"resampled tables #{k}",
+                       error_states.sample(frac=1.0, replace=True, random_state=int(rng.integers(2**31))),
+                       matched_states.sample(frac=1.0, replace=True, random_state=int(rng.integers(2**31)))))  # fmt: skip
+    cases = []
+    for desc, err, mat in tables:
+        kit = recovery.concentration(err, mat, n_boot=10)
+        for a, b in recovery.RL_PAIRS:
+            if f"{a}_vs_{b}" in kit:
+                cases.append((f"{desc}, {a} vs {b}",
+                              lambda e=err, m=mat, a=a, b=b: fn(e.copy(), m.copy(), a, b),
+                              lambda v=kit[f"{a}_vs_{b}"]["per_seed"]: v))  # fmt: skip
+    return _compare("your concentration and recovery.concentration's per-seed values", cases, tol=1e-9)

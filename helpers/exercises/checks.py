@@ -238,7 +238,8 @@ def concentration(fn: Callable[[pd.DataFrame, pd.DataFrame, str, str], list[floa
     """`fn(error_states, matched_states, a, b)`, per RL seed (in sorted order) policy `a`'s win rate over `b` at the
     live error states minus at the live matched states, against the per-seed values of
     `helpers.recovery.concentration`: on notebook 05's and 04's per-state tables, for RL against the base and the
-    sharpened base, then on `resamples` resampled copies of both tables (rows drawn with replacement)."""
+    sharpened base, then on `resamples` resampled copies of both tables (rows drawn with replacement; a copy where a seed has no
+    live states left is skipped)."""
     rng = np.random.default_rng(seed)
     tables = [("the notebooks' tables", error_states, matched_states)]
     for k in range(resamples):
@@ -247,7 +248,10 @@ def concentration(fn: Callable[[pd.DataFrame, pd.DataFrame, str, str], list[floa
                        matched_states.sample(frac=1.0, replace=True, random_state=int(rng.integers(2**31)))))  # fmt: skip
     cases = []
     for desc, err, mat in tables:
-        kit = recovery.concentration(err, mat, n_boot=10)
+        try:
+            kit = recovery.concentration(err, mat, n_boot=10)
+        except ValueError:  # a resampled seed with no live states (tiny smoke pools): the kit has no value
+            continue
         for a, b in recovery.RL_PAIRS:
             if f"{a}_vs_{b}" in kit:
                 cases.append((f"{desc}, {a} vs {b}",

@@ -211,6 +211,12 @@ def test_runtime_in_words():
         "2026-12-01"
     )
     assert exercises.runtime(ex, {}) == "not measured yet"
+    solved = exercises.get("03d")
+    assert exercises.runtime(solved, {"exercises": {"03d": _entry(solved, seconds=2.0)}}).startswith(
+        "about 2 s (the reference solution filled in) on 2 cores"
+    )
+    changed = {"exercises": {"03d": _entry(solved, code=exercises.Exercise.digest.fget(ex))}}
+    assert "code changed" in exercises.runtime(solved, changed)
 
 
 def test_section_without_any_measurement(tmp_path):

@@ -52,8 +52,9 @@ class Exercise:
 
     @property
     def digest(self) -> str:
-        """A hash of the code, so a runtime measured for other code is not shown for this one."""
-        return hashlib.sha256(self.code.encode()).hexdigest()[:12]
+        """A hash of the code (and of the reference solution, which is what an implement-exercise's runtime times),
+        so a runtime measured for other code is not shown for this one."""
+        return hashlib.sha256((self.code + (self.solution or "")).encode()).hexdigest()[:12]
 
     @property
     def solution(self) -> str | None:
@@ -108,9 +109,10 @@ def runtime(ex: Exercise, measured: dict) -> str:
     if entry.get("code") != ex.digest:
         return "not measured yet (its code changed after it was measured)"
     seconds = "under 1 s" if entry["seconds"] < 1 else f"about {round(entry['seconds'])} s"
+    solved = " (the reference solution filled in)" if is_implement(ex) else ""
     dirty = " (with uncommitted changes)" if entry["commit"].endswith("-dirty") else ""
     return (
-        f"{seconds} on {entry['cpu_count']} cores with the {entry['profile']} profile, "
+        f"{seconds}{solved} on {entry['cpu_count']} cores with the {entry['profile']} profile, "
         f"measured at commit {entry['commit'][:7]}{dirty} on {entry['date'][:10]}"
     )
 

@@ -362,3 +362,9 @@ def test_paste_prints_outside_ipython_and_run_uses_a_fresh_namespace(capsys):
     assert capsys.readouterr().out.strip() == exercises.get("03d").code.strip()
     ns = exercises.run("03d", "cpu")
     assert ns["profile"] == "cpu" and "my_pass_at_k" in ns
+
+
+def test_readme_counts_the_exercises():
+    text = (REPO_ROOT / "README.md").read_text()
+    sizes = [len(exercises.for_notebook(stem)) for stem in NOTEBOOKS]
+    assert f"{min(sizes)}-{max(sizes)} exercises ({len(exercises.EXERCISES)} in all" in text

@@ -3,7 +3,9 @@
     .venv/bin/python benchmarks/exercises.py               # every exercise; writes benchmarks/exercises.json
     .venv/bin/python benchmarks/exercises.py --only 03a    # one, or a comma-separated few; other entries stay
 
-What is timed: the snippet alone, as in a notebook kernel that has already imported the modules it uses. Each
+What is timed: the snippet alone, as in a notebook kernel that has already imported the modules it uses; for an
+implement-exercise, the snippet with its reference solution filled in (`solutions/<name>.py`: the skeleton stops at
+"NOT YET", the student's finished cell runs everything after the check). Each
 exercise runs in a fresh subprocess, so one exercise's loaded models and caches never speed up the next, with
 torch at 2 threads. The child imports torch, numpy, pandas and every module the snippet imports (untimed), then
 times `exec` of the snippet in a fresh namespace {"profile": "cpu"}. What a notebook run leaves in its kernel
@@ -65,13 +67,14 @@ def child(key: str, profile: str) -> int:
     import pandas  # noqa: F401
 
     ex = exercises.get(key)
-    for mod in imported_modules(ex.code):
+    code = ex.solution or ex.code  # an implement-exercise as the student finally runs it
+    for mod in imported_modules(code):
         with contextlib.suppress(ImportError):  # a name imported from a module, not a module
             importlib.import_module(mod)
     root = store.results_root()
     before = exercises.results_snapshot(root)
     t0 = time.perf_counter()
-    exec(compile(ex.code, f"<exercise {key}>", "exec"), {"profile": profile, "__name__": "__exercise__"})
+    exec(compile(code, f"<exercise {key}>", "exec"), {"profile": profile, "__name__": "__exercise__"})
     seconds = time.perf_counter() - t0
     after = exercises.results_snapshot(root)
     wrote = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
@@ -113,6 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profile", default="cpu")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per exercise")
     ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--note", default="", help="how this run was made (load, nice), kept with its entries")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
@@ -130,6 +134,9 @@ def main(argv: list[str] | None = None) -> int:
         "seconds of the snippet alone, each in a fresh interpreter that had already imported torch, numpy, pandas "
         f"and the modules the snippet imports; torch at {THREADS} threads; results folder checked unchanged"
     )
+    data.setdefault("runs", []).append({
+        "date": datetime.now(UTC).isoformat(timespec="seconds"), "commit": at, "keys": keys, "note": args.note,
+    })  # fmt: skip
     failed = []
     print(f"{'key':<5} {'seconds':>8}  title")
     for k in keys:
@@ -149,6 +156,7 @@ def main(argv: list[str] | None = None) -> int:
             "cpu_count": os.cpu_count(),
             "torch_threads": THREADS,
             "date": datetime.now(UTC).isoformat(timespec="seconds"),
+            "ran": "reference solution" if ex.solution else "snippet",
         }
         print(f"{k:<5} {got['seconds']:>8.1f}  {ex.title}")
         args.out.parent.mkdir(parents=True, exist_ok=True)

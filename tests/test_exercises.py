@@ -18,6 +18,7 @@ import nbformat
 import pytest
 
 from helpers import exercises, run
+from helpers.config import REPO_ROOT
 
 ALLOWED_ROOTS = {"helpers", "numpy", "pandas", "torch"} | set(sys.stdlib_module_names)
 # calls that write under the results folder (records, tables, models, caches): a snippet must not make them
@@ -66,12 +67,12 @@ def _notebook_bindings(stem: str) -> tuple[set[str], dict[str, str]]:
     return assigned, imported
 
 
-def test_every_notebook_has_two_or_three_exercises():
+def test_every_notebook_has_two_to_four_exercises():
     assert set(NOTEBOOKS) == {e.notebook for e in exercises.EXERCISES}
     for stem in NOTEBOOKS:
         chosen = exercises.for_notebook(stem)
-        assert 2 <= len(chosen) <= 3, (stem, [e.key for e in chosen])
-        assert [e.key for e in chosen] == [f"{stem[:2]}{c}" for c in "abc"[: len(chosen)]]
+        assert 2 <= len(chosen) <= 4, (stem, [e.key for e in chosen])
+        assert [e.key for e in chosen] == [f"{stem[:2]}{c}" for c in "abcd"[: len(chosen)]]
         assert exercises.for_notebook(stem[:2]) == chosen
 
 
@@ -128,10 +129,10 @@ def test_profile_is_the_only_free_name(ex):
 
 def test_every_snippet_file_has_its_fields_beside_it():
     folder = exercises.FOLDER
-    snippets = {p.stem for p in folder.glob("*.py")} - {"__init__"}
+    snippets = {p.stem for p in folder.glob("*.py")} - {"__init__", "checks"}
     assert snippets == {p.stem for p in folder.glob("*.toml")}
     assert snippets == {e.path.stem for e in exercises.EXERCISES}
-    assert all(re.fullmatch(r"\d\d[a-c]_[a-z0-9_]+", stem) for stem in snippets), sorted(snippets)
+    assert all(re.fullmatch(r"\d\d[a-d]_[a-z0-9_]+", stem) for stem in snippets), sorted(snippets)
 
 
 def test_load_refuses_an_incomplete_exercise(tmp_path):
@@ -191,7 +192,7 @@ def test_section_renders_every_field_and_says_not_measured_yet(tmp_path):
             assert field in text
         assert f"```python\n{e.code.rstrip()}\n```" in text
     blocks = text.split("\n### ")[1:]
-    assert "about 3 s on 2 cores with the cpu profile, measured at commit abc1234" in blocks[0]
+    assert "about 3 s on 2 cores with the cpu profile, measured at commit abc1234 on 2026-12-01" in blocks[0]
     assert "not measured yet (its code changed" in blocks[1]
     assert all("not measured yet" in b for b in blocks[2:])
 
@@ -206,9 +207,16 @@ def test_runtime_in_words():
     )
     assert (
         dirty
-        == "about 13 s on 2 cores with the cpu profile, measured at commit abc1234 (with uncommitted changes)"
+        == "about 13 s on 2 cores with the cpu profile, measured at commit abc1234 (with uncommitted changes) on "
+        "2026-12-01"
     )
     assert exercises.runtime(ex, {}) == "not measured yet"
+    solved = exercises.get("03d")
+    assert exercises.runtime(solved, {"exercises": {"03d": _entry(solved, seconds=2.0)}}).startswith(
+        "about 2 s (the reference solution filled in) on 2 cores"
+    )
+    changed = {"exercises": {"03d": _entry(solved, code=exercises.Exercise.digest.fget(ex))}}
+    assert "code changed" in exercises.runtime(solved, changed)
 
 
 def test_section_without_any_measurement(tmp_path):
@@ -235,3 +243,128 @@ def test_results_snapshot_sees_a_new_or_changed_file(tmp_path):
     (tmp_path / "y.csv").write_text("")
     after = exercises.results_snapshot(tmp_path)
     assert set(after) == {"a/x.json", "y.csv"} and after["a/x.json"] != before["a/x.json"]
+
+
+# ----------------------------------------------------------------------- exercises v2: answers after predictions
+
+
+def test_section_hides_every_answer_after_its_prediction_and_names_the_one_call(tmp_path):
+    for stem in NOTEBOOKS:
+        text = exercises.section(stem, tmp_path / "missing.json")
+        for e in exercises.for_notebook(stem):
+            block = text.split(f"### {e.key} ")[1].split("\n### ")[0]
+            predict, answer = block.index(e.predict), block.index(e.look_for)
+            opened = block.index(f"<details>\n<summary>{exercises.SUMMARY}</summary>")
+            assert predict < opened < answer < block.index("</details>", answer), e.key
+            assert f'`exercises.paste("{e.key}")`' in block
+
+
+def test_committed_solutions_file_is_up_to_date():
+    assert exercises.SOLUTIONS.read_text() == exercises.solutions(), (
+        "docs/solutions.md is stale: python -c 'from helpers import exercises; exercises.write_solutions()'"
+    )
+    text = exercises.solutions()
+    for e in exercises.EXERCISES:
+        assert e.look_for in text and e.predict in text
+        if e.solution:
+            assert e.solution.rstrip() in text
+
+
+def test_every_notebook_has_an_exercise_that_trains_or_implements():
+    """Implement-exercises have a reference solution; train-exercises run the kit's PPO update in memory."""
+    for stem in NOTEBOOKS:
+        kinds = [exercises.is_implement(e) or "ppo_update" in e.code for e in exercises.for_notebook(stem)]
+        assert any(kinds), stem
+
+
+IMPLEMENT = [e for e in exercises.EXERCISES if exercises.is_implement(e)]
+
+
+@pytest.mark.parametrize("ex", IMPLEMENT, ids=lambda e: e.key)
+def test_solution_passes_its_check_and_the_skeleton_does_not(ex, capsys, monkeypatch):
+    """On the committed cpu results (read, never written): the skeleton runs and says NOT YET, the reference
+    solution says PASSED. The verdict is the snippet's `verdict_d`."""
+    assert "NotImplementedError" in ex.code and "NotImplementedError" not in ex.solution
+    monkeypatch.setenv("KIT_RESULTS", str(REPO_ROOT / "results"))
+    before = exercises.results_snapshot(REPO_ROOT / "results" / "cpu")
+    ns = exercises.run(ex.key, "cpu")
+    assert not ns["verdict_d"].passed and capsys.readouterr().out.startswith("NOT YET")
+    ns = {"profile": "cpu", "__name__": "__exercise__"}
+    exec(compile(ex.solution, f"<solution {ex.key}>", "exec"), ns)
+    assert ns["verdict_d"].passed, str(ns["verdict_d"])
+    assert capsys.readouterr().out.startswith("PASSED")
+    assert exercises.results_snapshot(REPO_ROOT / "results" / "cpu") == before, (
+        f"{ex.key} wrote into the results"
+    )
+
+
+def test_solution_differs_from_its_skeleton_only_in_the_function_body():
+    """What the student sees around the function (the check, what runs after it) is the reference solution's; the
+    solution may import more (`math`) but not less."""
+    for ex in IMPLEMENT:
+        mine, ref = ast.parse(ex.code), ast.parse(ex.solution)
+        imports = ast.Import | ast.ImportFrom
+        assert {ast.dump(n) for n in mine.body if isinstance(n, imports)} <= {
+            ast.dump(n) for n in ref.body if isinstance(n, imports)
+        }, ex.key
+        rest = (
+            [n for n in mine.body if not isinstance(n, imports)],
+            [n for n in ref.body if not isinstance(n, imports)],
+        )
+        assert len(rest[0]) == len(rest[1]), ex.key
+        for a, b in zip(*rest, strict=True):
+            if isinstance(a, ast.FunctionDef) and a.name.startswith("my_"):
+                assert (
+                    isinstance(b, ast.FunctionDef)
+                    and a.name == b.name
+                    and ast.dump(a.args) == ast.dump(b.args)
+                )
+            else:
+                assert ast.dump(a) == ast.dump(b), (ex.key, ast.unparse(a)[:80])
+
+
+def test_checks_catch_a_wrong_implementation():
+    from helpers.exercises import checks
+
+    plug_in = checks.pass_at_k(lambda n, c, k: 1 - (1 - c / n) ** k)
+    assert not plug_in.passed and "the kit gives" in plug_in.detail
+    crash = checks.pass_at_k(lambda n, c, k: 1 / 0)
+    assert not crash.passed and "ZeroDivisionError" in crash.detail
+    no_centring = checks.gigpo_step_advantages(lambda trajs, ids, g: [[0.0] * len(s) for s in trajs])
+    assert not no_centring.passed and str(no_centring).startswith("NOT YET")
+    population_std = checks.grpo_advantages(
+        lambda r, g, norm: [
+            (x - _mean(r, g, i)) / ((_var0(r, g, i) ** 0.5) + 1e-6 if norm else 1.0) for i, x in enumerate(r)
+        ]
+    )
+    assert not population_std.passed and "the kit gives" in population_std.detail
+    bankers = checks.budgetmix_candidates(lambda t: sorted({max(1, round(i / 10 * t)) for i in range(1, 11)}))
+    assert not bankers.passed and "T_max=13" in bankers.detail
+
+
+def _members(g: list, i: int) -> list[int]:
+    return [j for j, h in enumerate(g) if h == g[i]]
+
+
+def _mean(r: list, g: list, i: int) -> float:
+    m = _members(g, i)
+    return sum(r[j] for j in m) / len(m) if len(m) > 1 else 0.0
+
+
+def _var0(r: list, g: list, i: int) -> float:
+    """The population variance of i's group (ddof 0, where the kit uses the sample variance); 1 for a group of one."""
+    m = _members(g, i)
+    return sum((r[j] - _mean(r, g, i)) ** 2 for j in m) / len(m) if len(m) > 1 else 1.0
+
+
+def test_paste_prints_outside_ipython_and_run_uses_a_fresh_namespace(capsys):
+    exercises.paste("03d")
+    assert capsys.readouterr().out.strip() == exercises.get("03d").code.strip()
+    ns = exercises.run("03d", "cpu")
+    assert ns["profile"] == "cpu" and "my_pass_at_k" in ns
+
+
+def test_readme_counts_the_exercises():
+    text = (REPO_ROOT / "README.md").read_text()
+    sizes = [len(exercises.for_notebook(stem)) for stem in NOTEBOOKS]
+    assert f"{min(sizes)}-{max(sizes)} exercises ({len(exercises.EXERCISES)} in all" in text

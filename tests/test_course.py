@@ -141,3 +141,17 @@ def test_the_papers_numbers_it_quotes_are_helpers_papers():
     known = paper_numbers()
     bad = sorted({n for n in numbers if not any(abs(n - k) < 1e-9 for k in known)})
     assert not bad, f"docs/course.md quotes as the paper's numbers that helpers.paper does not hold: {bad}"
+
+
+def test_the_exercise_times_are_benchmarks_exercises_json():
+    """The guide's exercise total and count are `benchmarks/exercises.json`'s, and it cites every commit at which an
+    exercise there was measured: re-measuring the exercises updates the json, and this test says the guide must follow."""
+    measured = json.loads((ROOT / "benchmarks" / "exercises.json").read_text())["exercises"]
+    total = round(sum(e["seconds"] for e in measured.values()))
+    claims = re.findall(r"(\d+) s for all (\d+)", TEXT)
+    assert len(claims) >= 2, claims
+    assert all((int(s), int(n)) == (total, len(measured)) for s, n in claims), (claims, total, len(measured))
+    i = TEXT.index("- **Exercises**, from `benchmarks/exercises.json`")
+    para = TEXT[i : TEXT.index("\n- ", i + 1)]
+    for commit in {e["commit"][:7] for e in measured.values()}:
+        assert f"`{commit}`" in para, commit

@@ -3,7 +3,13 @@ save it through `helpers.store.Run.save_figure` (PNG and PDF, byte-stable)."""
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import re
+from collections.abc import Callable
+
 import matplotlib
+import matplotlib.patches
 
 if matplotlib.get_backend().lower() == "agg" or not matplotlib.get_backend():
     matplotlib.use("Agg")
@@ -16,6 +22,9 @@ from matplotlib.ticker import FuncFormatter, NullLocator
 from helpers import fmt, metrics
 
 sns.set_theme(style="whitegrid", context="notebook")
+# A slide-readable style for every figure (`style`): base font 12 pt, ticks and legends no smaller than 10.
+STYLE = {"font.size": 12, "axes.titlesize": 12, "axes.labelsize": 12, "xtick.labelsize": 11, "ytick.labelsize": 11,
+         "legend.fontsize": 10, "legend.title_fontsize": 10, "figure.titlesize": 13, "lines.linewidth": 2.0}  # fmt: skip
 # Every legend names loc="best" itself: matplotlib warns when placing a legend at the default loc took more than a
 # second of wall-clock time. The placement does not depend on the time, only the warning does (a loaded machine
 # printed it into notebook 04's output), and matplotlib gives it only where loc was left to its default.
@@ -33,6 +42,53 @@ PALETTE = {
     "ppo": "#8c564b",
     "oracle_q": "#17becf",
 }
+
+
+# Plain words for the roster's raw names, in one place: every legend and tick goes through `label`.
+LABELS = {
+    "base": "base",
+    "sharp": "sharpened base (lower temperature)",
+    "grpo": "GRPO",
+    "budgetmix": "BudgetMix",
+    "rl": "RL",
+    "rl_sharp": "RL, decoded as the sharpened base",
+    "grpo-sharp": "GRPO, decoded as the sharpened base",
+    "budgetmix-sharp": "BudgetMix, decoded as the sharpened base",
+    "gigpo": "GiGPO",
+    "ppo": "PPO",
+    "oracle_q": "oracle-Q process reward",
+}
+
+
+def label(name: str) -> str:
+    """A model's or method's plain-word name for a figure: `sharp` -> `sharpened base (lower temperature)`,
+    `grpo-s0` -> `GRPO seed 0`, `grpo-s0-sharp` -> `GRPO seed 0, decoded as the sharpened base`."""
+    low = name.lower()
+    if low in LABELS:
+        return LABELS[low]
+    m = re.fullmatch(r"(.+?)-s(\d+)(-sharp)?", low)
+    if m and m.group(1) in LABELS:
+        tail = ", decoded as the sharpened base" if m.group(3) else ""
+        return f"{LABELS[m.group(1)]} seed {m.group(2)}{tail}"
+    if "+" in low:
+        return " + ".join(label(part) for part in name.split("+"))
+    return name
+
+
+def style() -> contextlib.AbstractContextManager:
+    """The kit's figure style (`STYLE`) as a context: every figure function draws inside it."""
+    return plt.rc_context(STYLE)
+
+
+def _styled(func: Callable[..., plt.Figure]) -> Callable[..., plt.Figure]:
+    """Draw `func`'s figure inside `style()`."""
+
+    @functools.wraps(func)
+    def wrapper(*args: object, **kwargs: object) -> plt.Figure:
+        with style():
+            return func(*args, **kwargs)
+
+    return wrapper
 
 
 # ------------------------------------------------------------------------------------------ numbers, tables
@@ -94,6 +150,7 @@ def interval_note(ci: float, over: str) -> str:
 # ------------------------------------------------------------------------------------------------- figures
 
 
+@_styled
 def upper_bound(df: pd.DataFrame, t_max: int) -> plt.Figure:
     """Structural upper bound (best success within T turns) against the budget T."""
     fig, ax = plt.subplots(figsize=(5, 3.2))
@@ -107,7 +164,7 @@ def upper_bound(df: pd.DataFrame, t_max: int) -> plt.Figure:
     ax.set(
         xlabel="turn budget T", ylabel="success probability", ylim=(-0.02, 1.02), title="FrozenLake test maps"
     )
-    ax.legend(frameon=False, fontsize=9, loc="best")
+    ax.legend(frameon=False, fontsize=11, loc="best")
     return fig
 
 
@@ -121,6 +178,7 @@ def _color(name: str) -> str | None:
     return PALETTE.get(key) or PALETTE.get(_algorithm(key))
 
 
+@_styled
 def testbed(curve: pd.DataFrame, t_max: int) -> plt.Figure:
     """Left: success within T turns of the budget-aware optimum (the structural upper bound), the best budget-blind
     policy for T_max, the greedy habit, the demonstrator and the base (in the context it plays in, with its
@@ -142,67 +200,145 @@ def testbed(curve: pd.DataFrame, t_max: int) -> plt.Figure:
         )
     ax1.axvline(t_max, color="k", lw=0.8, alpha=0.3)
     ax1.set(xlabel="turn budget T", ylabel="success within T turns", ylim=(0, 1), title="test maps")
-    ax1.legend(frameon=False, fontsize=8, loc="best")
+    ax1.legend(frameon=False, fontsize=10, loc="best")
     bottom = np.zeros(len(curve))
-    for column, label, color in (("noise_points", "noise", "#c7c7c7"), ("habit_points", "habit", "#7f7f7f"),
-                                 ("budget_awareness_points", "budget awareness", PALETTE["upper bound"])):  # fmt: skip
-        ax2.bar(curve["T"], curve[column], bottom=bottom, color=color, label=label)
+    for column, text, color in (("noise_points", "noise", "#c7c7c7"), ("habit_points", "habit", "#7f7f7f"),
+                                ("budget_awareness_points", "budget awareness", PALETTE["upper bound"])):  # fmt: skip
+        ax2.bar(curve["T"], curve[column], bottom=bottom, color=color, label=text)
         bottom = bottom + curve[column].to_numpy()
     ax2.axhline(0, color="k", lw=0.6)
     ax2.set(xlabel="turn budget T", ylabel="points", title="headrooms (exact)")
-    ax2.legend(frameon=False, fontsize=8, loc="upper left")
+    ax2.legend(frameon=False, fontsize=10, loc="upper left")
     fig.tight_layout()
     return fig
 
 
+def _change_band(by_seed: dict[int, pd.DataFrame], col: str, n_boot: int, ci: float) -> pd.DataFrame | None:
+    """Per RL step: the change of a logged metric from step 0, per unit (map or pool state) and seed, its mean and
+    a paired percentile interval over seeds and units (the same units are scored at every step), from the metric's
+    per-unit column; None where the runs logged none or the units differ between steps."""
+    frames = list(by_seed.values())
+    units = metrics.units_column(frames, col)
+    if units is None:
+        return None
+    per_step: dict[int, list[np.ndarray]] = {}
+    for m in frames:
+        logged = {int(t): metrics._unit_values(v) for t, v in zip(m["step"], m[units], strict=True)}
+        logged = {t: v for t, v in logged.items() if v.size and not np.all(np.isnan(v))}
+        if not logged:
+            return None
+        start = logged[min(logged)]
+        for t, v in logged.items():
+            if v.size != start.size:
+                return None
+            per_step.setdefault(t, []).append(v - start)
+    rows = []
+    for t, diffs in sorted(per_step.items()):
+        clean = [d[~np.isnan(d)] for d in diffs]
+        if any(d.size == 0 for d in clean):
+            continue
+        point, low, high = metrics.nested_bootstrap(clean, n_boot=n_boot, ci=ci, seed=0)
+        rows.append({"step": t, "mean": point, "low": low, "high": high})
+    return pd.DataFrame(rows) if rows else None
+
+
+def _seed_word(n: int) -> str:
+    return f"{n} seed{'s' if n != 1 else ''}"
+
+
+@_styled
 def seed_curves(
     runs: dict[str, dict[int, pd.DataFrame]], columns: dict[str, str], title: str = "",
-    bands: dict[str, dict[str, pd.DataFrame | None]] | None = None, ci: float = 0.95,
+    bands: dict[str, dict[str, pd.DataFrame | None]] | None = None, ci: float = 0.95, n_boot: int = 400,
 ) -> plt.Figure:  # fmt: skip
-    """One panel per metric column against the RL step: per method each seed as a thin line, the mean over RL
-    seeds (thick line) and a band. `runs[method][seed]` is that run's metrics log. Where `bands[method][col]` holds
-    the metric's intervals over seeds and units (maps or pool states; `metrics.seed_bands`) the mean and the band
-    are those; otherwise the band is the range of the seeds."""
-    fig, axes = plt.subplots(1, len(columns), figsize=(4.2 * len(columns), 3.6), squeeze=False)
-    for ax, (col, label) in zip(axes[0], columns.items(), strict=True):
-        bands_drawn: set[str] = set()
-        for method, by_seed in runs.items():
+    """Per metric column (panel columns) against the RL step: top, the level, per method the mean over RL seeds
+    (with each seed as a thin line where there are several) and, for at most two methods, its band; bottom, the
+    change from step 0 (what the paper's claims are about), per method its mean with a paired interval over seeds
+    and units as error bars, offset so methods do not hide each other, and a line at 0. `runs[method][seed]` is
+    that run's metrics log; where `bands[method][col]` holds the level's intervals over seeds and units
+    (`metrics.seed_bands`) the top panels draw those, otherwise the range of the seeds. One legend, below, says
+    what is drawn, with the actual number of seeds."""
+    n_methods = len(runs)
+    fig, axes = plt.subplots(2, len(columns), figsize=(4.6 * len(columns), 7.2), squeeze=False, sharex=True)
+    level_bands = n_methods <= 2
+    drawn: dict[str, set[str]] = {"level": set(), "range": set(), "change": set()}
+    multi = any(len(by_seed) > 1 for by_seed in runs.values())
+    for j, (col, ylabel) in enumerate(columns.items()):
+        ax, axc = axes[0, j], axes[1, j]
+        for i, (method, by_seed) in enumerate(runs.items()):
             c = _color(method)
-            n = len(by_seed)
-            name = f"{method} ({n} seed{'s' if n != 1 else ''})"
+            name = f"{label(method)} ({_seed_word(len(by_seed))})"
             iv = ((bands or {}).get(method) or {}).get(col)
             if iv is not None:
-                for k in by_seed:
-                    if k in iv:
-                        ax.plot(iv["step"], iv[k], color=c, lw=0.6, alpha=0.35)
-                ax.plot(iv["step"], iv["mean"], marker="o", ms=3, color=c, label=name)
-                ax.fill_between(iv["step"], iv["low"], iv["high"], color=c, alpha=0.15)
-                units = (
-                    "maps"
-                    if metrics.units_column(list(by_seed.values()), col).endswith("_by_task")
-                    else "pool states"
+                if multi:
+                    for k in by_seed:
+                        if k in iv:
+                            ax.plot(iv["step"], iv[k], color=c, lw=0.7, alpha=0.4)
+                ax.plot(iv["step"], iv["mean"], marker="o", ms=4, color=c, label=name)
+                if level_bands:
+                    ax.fill_between(iv["step"], iv["low"], iv["high"], color=c, alpha=0.15)
+                    units = (
+                        "maps"
+                        if metrics.units_column(list(by_seed.values()), col).endswith("_by_task")
+                        else "pool states"
+                    )
+                    drawn["level"].add(f"{'seeds × ' if len(by_seed) > 1 else ''}{units}")
+            else:
+                frames = [
+                    m.dropna(subset=[col])[["step", col]].set_index("step")[col] for m in by_seed.values()
+                ]
+                wide = pd.concat(frames, axis=1)
+                if multi:
+                    for k in wide.columns:
+                        ax.plot(wide.index, wide[k], color=c, lw=0.7, alpha=0.4)
+                ax.plot(wide.index, wide.mean(axis=1), marker="o", ms=4, color=c, label=name)
+                if level_bands and len(by_seed) > 1:
+                    ax.fill_between(wide.index, wide.min(axis=1), wide.max(axis=1), color=c, alpha=0.12)
+                    drawn["range"].add("range of the seeds")
+            ch = _change_band(by_seed, col, n_boot, ci)
+            offset = (i - (n_methods - 1) / 2) * 0.35
+            if ch is not None:
+                axc.errorbar(ch["step"] + offset, ch["mean"], yerr=[ch["mean"] - ch["low"], ch["high"] - ch["mean"]],
+                             fmt="o-", ms=4, capsize=3, color=c)  # fmt: skip
+                drawn["change"].add(
+                    "seeds × maps or pool states" if len(by_seed) > 1 else "maps or pool states"
                 )
-                bands_drawn.add(f"{ci:.0%} bootstrap interval, {'seeds × ' if n > 1 else ''}{units}")
-                continue
-            frames = [m.dropna(subset=[col])[["step", col]].set_index("step")[col] for m in by_seed.values()]
-            wide = pd.concat(frames, axis=1)
-            for k in wide.columns:
-                ax.plot(wide.index, wide[k], color=c, lw=0.6, alpha=0.35)
-            ax.plot(wide.index, wide.mean(axis=1), marker="o", ms=3, color=c, label=name)
-            ax.fill_between(wide.index, wide.min(axis=1), wide.max(axis=1), color=c, alpha=0.12)
-            bands_drawn.add("range of the seeds")
-        ax.set(xlabel="RL step", ylabel=label)
-        ax.set_title("band: " + "; ".join(sorted(bands_drawn)), fontsize=8)
+            else:
+                mean = (
+                    (iv["mean"].to_numpy(), iv["step"])
+                    if iv is not None
+                    else (wide.mean(axis=1).to_numpy(), wide.index)
+                )
+                axc.plot(np.asarray(mean[1]) + offset, mean[0] - mean[0][0], marker="o", ms=4, color=c)
+        axc.axhline(0, color="k", lw=1)
+        ax.set(ylabel=ylabel)
+        ax.set_title(ylabel.split(" (")[0] + ": level", fontsize=12)
+        axc.set(xlabel="RL step", ylabel="change from step 0")
+        axc.set_title(ylabel.split(" (")[0] + ": change from step 0", fontsize=12)
     handles, labels = axes[0, 0].get_legend_handles_labels()
-    handles.append(plt.Line2D([], [], color="#999999", lw=0.6))
-    labels.append("thin lines: single seeds")
-    axes[0, 0].legend(handles, labels, frameon=False, fontsize=7, loc="best")
+    if multi:
+        handles.append(plt.Line2D([], [], color="#777777", lw=0.7))
+        labels.append("thin lines: each RL seed")
+    if drawn["level"]:
+        handles.append(matplotlib.patches.Patch(color="#999999", alpha=0.3))
+        labels.append(f"top band: {interval_note(ci, ', '.join(sorted(drawn['level'])))}")
+    if drawn["range"]:
+        handles.append(matplotlib.patches.Patch(color="#999999", alpha=0.25))
+        labels.append("top band: range of the seeds")
+    if drawn["change"]:
+        handles.append(plt.Line2D([], [], color="#555555", marker="o", ls="none"))
+        labels.append(f"bottom error bars: paired {interval_note(ci, ', '.join(sorted(drawn['change'])))}")
+    fig.legend(
+        handles, labels, frameon=False, loc="lower center", ncol=min(3, len(labels)), bbox_to_anchor=(0.5, 0)
+    )
     if title:
         fig.suptitle(title)
-    fig.tight_layout()
+    rows = -(-len(labels) // min(3, len(labels)))
+    fig.tight_layout(rect=(0, 0.045 * rows + 0.02, 1, 1))
     return fig
 
 
+@_styled
 def training_curves(m: pd.DataFrame, title: str) -> plt.Figure:
     """R_multi (success at the full budget on fixed training maps, and the training batch's success) and
     R_single (mean step quality on the fixed probe pool) against the RL step."""
@@ -214,7 +350,7 @@ def training_curves(m: pd.DataFrame, title: str) -> plt.Figure:
     ev = m.dropna(subset=["eval_success"])
     ax1.plot(ev["step"], ev["eval_success"], marker="o", color=PALETTE["grpo"], label="R_multi (full budget)")
     ax1.set(xlabel="RL step", ylabel="success", title=f"{title}: trajectory level", ylim=(-0.02, 1.02))
-    ax1.legend(frameon=False, fontsize=8, loc="best")
+    ax1.legend(frameon=False, fontsize=10, loc="best")
     rs = m.dropna(subset=["r_single"])
     ax2.plot(rs["step"], rs["r_single"], marker="o", color=PALETTE["budgetmix"])
     ax2.set(xlabel="RL step", ylabel="R_single (mean step quality)", title=f"{title}: step level")
@@ -222,12 +358,13 @@ def training_curves(m: pd.DataFrame, title: str) -> plt.Figure:
     return fig
 
 
+@_styled
 def compare_curves(runs: dict[str, pd.DataFrame], column: str, ylabel: str) -> plt.Figure:
     """One metric of several RL runs against the step (e.g. R_single of GRPO and BudgetMix)."""
     fig, ax = plt.subplots(figsize=(5.5, 3.4))
     for name, m in runs.items():
         d = m.dropna(subset=[column])
-        ax.plot(d["step"], d[column], marker="o", label=name, color=_color(name))
+        ax.plot(d["step"], d[column], marker="o", label=label(name), color=_color(name))
     ax.set(xlabel="RL step", ylabel=ylabel)
     ax.legend(frameon=False, loc="best")
     return fig
@@ -242,6 +379,7 @@ def _seeds_tasks(table: pd.DataFrame) -> str:
     return f"{tasks} (one RL seed per method)" if "n_seeds" in table else tasks
 
 
+@_styled
 def budget_bars(table: pd.DataFrame, upper: dict | None = None, ci: float = 0.95) -> plt.Figure:
     """Grouped bars: success per budget (fraction of T_max) per model, with confidence intervals.
 
@@ -257,8 +395,8 @@ def budget_bars(table: pd.DataFrame, upper: dict | None = None, ci: float = 0.95
         d = table[table["model"] == name].set_index("fraction").loc[fracs]
         x = [j + (i - (len(names) - 1) / 2) * width for j in range(len(fracs))]
         n = int(d["n_seeds"].iloc[0]) if "n_seeds" in d else 1
-        label = f"{name} ({n} seeds)" if n > 1 else name
-        ax.bar(x, d["success"], width, label=label, color=_color(name),
+        text = f"{label(name)} ({n} seeds)" if n > 1 else label(name)
+        ax.bar(x, d["success"], width, label=text, color=_color(name),
                yerr=[d["success"] - d["low"], d["high"] - d["success"]], capsize=3)  # fmt: skip
     if upper:
         ax.scatter(range(len(fracs)), [upper[f] for f in fracs], marker="_", s=600, color="k", zorder=3,
@@ -266,8 +404,8 @@ def budget_bars(table: pd.DataFrame, upper: dict | None = None, ci: float = 0.95
     budgets = table.drop_duplicates("fraction").set_index("fraction").loc[fracs, "budget"]
     ax.set_xticks(range(len(fracs)), [f"{f:.0%}\n(T={b})" for f, b in zip(fracs, budgets, strict=True)])
     ax.set(xlabel="turn budget (fraction of T_max)", ylabel="success rate", ylim=(0, 1.05))
-    ax.set_title(f"error bars: {interval_note(ci, _seeds_tasks(table))}", fontsize=9)
-    ax.legend(frameon=False, fontsize=8, ncol=2, loc="best")
+    ax.set_title(f"error bars: {interval_note(ci, _seeds_tasks(table))}", fontsize=11)
+    ax.legend(frameon=False, fontsize=10, ncol=2, loc="best")
     return fig
 
 
@@ -283,6 +421,7 @@ def _log2_k_axis(ax: plt.Axes, ks: list[int]) -> None:
     ax.set_xlim(ks[0] / 1.25, ks[-1] * 1.25)
 
 
+@_styled
 def pass_at_k_curves(table: pd.DataFrame, upper: dict | None = None, ci: float = 0.95) -> plt.Figure:
     """Pass@K against K (log2 axis), one panel per budget T, one line per model, with its interval as a band where
     `table` has columns low and high (`metrics.method_summary` per K: over RL seeds and tasks), and the structural
@@ -295,7 +434,7 @@ def pass_at_k_curves(table: pd.DataFrame, upper: dict | None = None, ci: float =
     for ax, T in zip(axes.flat, Ts, strict=False):
         d = table[table["T"] == T].sort_values("K")
         for name, g in d.groupby("model", sort=False):
-            ax.plot(g["K"], g["pass"], label=name, color=_color(name))
+            ax.plot(g["K"], g["pass"], label=label(name), color=_color(name))
             if has_band:
                 ax.fill_between(g["K"], g["low"], g["high"], color=_color(name), alpha=0.15, lw=0)
         if upper and upper.get(T):
@@ -306,13 +445,14 @@ def pass_at_k_curves(table: pd.DataFrame, upper: dict | None = None, ci: float =
     for ax in axes.flat[len(Ts) :]:
         ax.axis("off")
     axes[0, 0].set_ylabel("Pass@(K, T)")
-    axes[0, 0].legend(frameon=False, fontsize=7, loc="best")
+    axes[0, 0].legend(frameon=False, fontsize=10, loc="best")
     if has_band:
         fig.suptitle(f"Pass@(K, T); bands: {interval_note(ci, _seeds_tasks(table))}", fontsize=10)
     fig.tight_layout()
     return fig
 
 
+@_styled
 def pass_at_t_curves(
     table: pd.DataFrame, upper: dict | None = None, k: int = 8, ci: float = 0.95
 ) -> plt.Figure:
@@ -322,24 +462,35 @@ def pass_at_t_curves(
     """
     fig, ax = plt.subplots(figsize=(5.5, 3.8))
     for name, g in table.groupby("model", sort=False):
-        ax.plot(g["T"], g["pass"], marker="o", label=name, color=_color(name))
+        ax.plot(g["T"], g["pass"], marker="o", label=label(name), color=_color(name))
         ax.fill_between(g["T"], g["low"], g["high"], alpha=0.15, color=_color(name))
     if upper:
         Ts = sorted(upper)
         ax.plot(Ts, [upper[T] for T in Ts], "k--", lw=1, label="structural upper bound")
     ax.set(xlabel="turn budget T", ylabel=f"Pass@(K={k}, T)", ylim=(0, 1.02))
-    ax.set_title(f"bands: {interval_note(ci, _seeds_tasks(table))}", fontsize=9)
-    ax.legend(frameon=False, fontsize=8, loc="best")
+    ax.set_title(f"bands: {interval_note(ci, _seeds_tasks(table))}", fontsize=11)
+    ax.legend(frameon=False, fontsize=10, loc="best")
     return fig
 
 
-def gap_heatmap(diff: pd.DataFrame, title: str, significant: pd.DataFrame | None = None, ci: float = 0.95
-                ) -> plt.Figure:  # fmt: skip
+def shared_limit(frames: list[pd.DataFrame]) -> float:
+    """One symmetric colour limit for several heatmaps: the largest absolute value over all of them (at least 1)."""
+    vals = [
+        float(np.nanmax(np.abs(f.to_numpy()))) for f in frames if f.size and np.isfinite(f.to_numpy()).any()
+    ]
+    return max([1.0, *vals])
+
+
+@_styled
+def gap_heatmap(diff: pd.DataFrame, title: str, significant: pd.DataFrame | None = None, ci: float = 0.95,
+                lim: float | None = None) -> plt.Figure:  # fmt: skip
     """RL minus base over (K, T), in percentage points (rows T, columns K). Annotations are whole points, a value
     that rounds to zero printed as 0; with `significant` (a boolean frame of the same shape: the difference's
-    interval excludes 0) those cells are starred and the title says so."""
-    fig, ax = plt.subplots(figsize=(7, 3.8))
-    lim = max(1.0, float(np.nanmax(np.abs(diff.to_numpy()))) if diff.size else 1.0)
+    interval excludes 0) those cells are starred and the title says so. `lim` (points) fixes the colour scale at
+    [-lim, +lim], so that comparable heatmaps share one scale (`shared_limit`); by default it is this one's largest
+    absolute value."""
+    fig, ax = plt.subplots(figsize=(8, 4.4))
+    lim = shared_limit([diff]) if lim is None else lim
     annot = diff.shape[1] <= 16
     labels = diff.map(lambda v: number(v, 0))
     if significant is not None:
@@ -347,91 +498,124 @@ def gap_heatmap(diff: pd.DataFrame, title: str, significant: pd.DataFrame | None
         labels = labels.where(~star, labels + "*")
         title = f"{title}\n* {ci:.0%} interval (RL seeds × tasks) excludes 0"
     sns.heatmap(diff, ax=ax, cmap="RdBu", center=0, vmin=-lim, vmax=lim, annot=labels.to_numpy() if annot else False,
-                fmt="", annot_kws={"fontsize": 8}, cbar_kws={"label": "points"})  # fmt: skip
+                fmt="", annot_kws={"fontsize": 11}, cbar_kws={"label": "points"})  # fmt: skip
     ax.set(title=title, xlabel="K (trajectories sampled)", ylabel="T (turn budget)")
     ax.invert_yaxis()
     return fig
 
 
+@_styled
 def quality_distributions(
     per_state: pd.DataFrame, names: tuple[str, ...] = ("base", "sharp", "rl")
 ) -> plt.Figure:
     """Per-state mean step quality of each policy (left) and RL minus base / RL minus sharpened base (right); the
     legends give the number of states."""
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.4))
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.2))
     bins = [i / 20 for i in range(21)]
     n = f"n = {len(per_state)} live states"
     if "rl_seed" in per_state:
         n += f" ({per_state['rl_seed'].nunique()} RL seeds pooled)"
     for name in names:
         if name in per_state:
-            ax1.hist(per_state[name], bins=bins, alpha=0.45, label=name, color=_color(name))
+            ax1.hist(per_state[name], bins=bins, histtype="step", lw=2, label=label(name), color=_color(name))
     ax1.set(xlabel="mean step quality at the state (normalised Q*)", ylabel="states", title=n)
     ax1.legend(frameon=False, loc="best")
     for other in ("base", "sharp"):
         if other in per_state:
-            ax2.hist(per_state["rl"] - per_state[other], bins=41, alpha=0.5, color=_color(other),
-                     label=f"RL minus {other}")  # fmt: skip
+            ax2.hist(per_state["rl"] - per_state[other], bins=41, histtype="step", lw=2, color=_color(other),
+                     label=f"RL minus {label(other)}")  # fmt: skip
     ax2.axvline(0, color="k", lw=0.8)
     ax2.set(xlabel="difference of mean quality", ylabel="states", title=n)
-    ax2.legend(frameon=False, fontsize=8, loc="best")
+    ax2.legend(frameon=False, fontsize=10, loc="best")
     fig.tight_layout()
     return fig
 
 
+@_styled
 def win_rate_by_depth(
     depth: pd.DataFrame,
     a: str = "rl",
     b: str = "base",
     intervals: pd.DataFrame | None = None,
     ci: float = 0.95,
+    reference: float | None = None,
 ) -> plt.Figure:
     """Stacked fractions of live states where `a` is better / tied / worse than `b`, per bin of normalised depth
     d_t, with the number of live (and dead) states under each bar; with `intervals` (`matched.depth_win_intervals`) an
-    error bar on the fraction where `a` is better."""
-    fig, ax = plt.subplots(figsize=(6, 3.6))
+    error bar on the fraction where `a` is better (a different estimator from the bars: the mean over seeds of each
+    seed's fraction, where the bars pool the states of all seeds; the legend says which is which). A dashed line
+    marks 50 %, and `reference` (the paper's overall fraction where RL is better) a dotted one."""
+    fig, ax = plt.subplots(figsize=(7.5, 4.4))
     x = range(len(depth))
-    ax.bar(x, depth[f"{a}_better"], color=PALETTE["grpo"], label=f"{a} better")
+    ax.bar(
+        x,
+        depth[f"{a}_better"],
+        color=PALETTE["grpo"],
+        label=f"{label(a)} better (states of all seeds pooled)",
+    )
     ax.bar(x, depth["tie"], bottom=depth[f"{a}_better"], color="#dddddd", label="tie")
     ax.bar(x, depth[f"{b}_better"], bottom=depth[f"{a}_better"] + depth["tie"], color=PALETTE["base"],
-           label=f"{b} better")  # fmt: skip
+           label=f"{label(b)} better")  # fmt: skip
     if intervals is not None and len(intervals):
         iv = intervals.set_index("depth_bin").reindex(depth["depth_bin"])
         ax.errorbar(list(x), iv["better"], yerr=[iv["better"] - iv["low"], iv["high"] - iv["better"]], fmt="o",
-                    ms=3, color="k", capsize=4, label=f"{a} better: mean over seeds,\n{ci:.0%} interval (seeds, states)")  # fmt: skip
+                    ms=3, color="k", capsize=4, label=f"{label(a)} better: mean over seeds,\n{ci:.0%} interval (seeds, states)")  # fmt: skip
+    ax.axhline(0.5, color="k", ls="--", lw=1.2, label="50 % (as often better as not)")
+    if reference is not None:
+        ax.axhline(reference, color="k", ls=":", lw=1.5, label=f"paper: {label(a)} better at {reference:.1%}")
     labels = [
         f"{d}\nn={n} (+{k} dead)"
         for d, n, k in zip(depth["depth_bin"], depth["n_live"], depth["n_dead"], strict=True)
     ]
-    ax.set_xticks(list(x), labels, fontsize=8)
+    ax.set_xticks(list(x), labels, fontsize=10)
     ax.set(xlabel="normalised depth d_t = t / T_max", ylabel="fraction of live states", ylim=(0, 1))
-    ax.legend(frameon=False, fontsize=8, loc="upper left", bbox_to_anchor=(1, 1))
+    ax.legend(frameon=False, fontsize=10, loc="upper left", bbox_to_anchor=(1, 1))
     return fig
 
 
-def error_recovery(superior: dict, continuation: pd.DataFrame, ci: float = 0.95) -> plt.Figure:
+@_styled
+def error_recovery(
+    superior: dict,
+    continuation: pd.DataFrame,
+    ci: float = 0.95,
+    reference: float | None = None,
+    reference_continuation: dict[str, float] | None = None,
+) -> plt.Figure:
     """Left: at error states, how often RL's next action beats the base's and the sharpened base's (mean over
     seeds, interval over seeds and states). Right: continuation success per policy with its interval, beside the
     structural upper bound of the same states. Titles give the number of states and what the intervals are."""
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9.5, 3.8))
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 5))
     keys = [k for k in ("rl_vs_base", "rl_vs_sharp", "sharp_vs_base") if k in superior]
     vals = [superior[k]["better"] for k in keys]
     err = [[v - superior[k]["better_ci"][0] for k, v in zip(keys, vals, strict=True)],
            [superior[k]["better_ci"][1] - v for k, v in zip(keys, vals, strict=True)]]  # fmt: skip
-    ax1.bar([k.replace("_vs_", " > ") for k in keys], vals, yerr=err, capsize=4, color=PALETTE["grpo"])
+    names = [f"{label(k.split('_vs_')[0])}\nbetter than\n{label(k.split('_vs_')[1])}" for k in keys]
+    colours = [
+        _color(k.split("_vs_")[1]) for k in keys
+    ]  # the bar takes the colour of what it is compared with
+    ax1.bar(names, vals, yerr=err, capsize=4, color=colours)
+    ax1.axhline(0.5, color="k", ls="--", lw=1.2, label="50 %")
+    if reference is not None:
+        ax1.axhline(reference, color="k", ls=":", lw=1.5, label=f"paper: RL better at {reference:.1%}")
+    ax1.legend(frameon=False, fontsize=10, loc="best")
     n_live = sum(superior.get("n_states_per_seed", [])) - sum(superior.get("n_dead_per_seed", []))
     seeds = superior.get("n_seeds")
     where = f"n = {n_live} live error states, {seeds} seeds" if seeds else "live error states"
     ax1.set(ylabel="fraction of live error states", ylim=(0, 1))
     ax1.set_title(
-        f"next action after an injected error\n{where}; {ci:.0%} interval (seeds, states)", fontsize=9
+        f"next action after an injected error\n{where}; {ci:.0%} interval (seeds, states)", fontsize=11
     )
     d = continuation.set_index("model")
-    ax2.bar(d.index, d["success"], color=[_color(m) for m in d.index],
+    ax2.bar([label(m) for m in d.index], d["success"], color=[_color(m) for m in d.index],
             yerr=[d["success"] - d["low"], d["high"] - d["success"]], capsize=4)  # fmt: skip
     if "upper_bound" in d:
-        ax2.axhline(float(d["upper_bound"].iloc[0]), color="k", ls="--", lw=1, label="upper bound")
-        ax2.legend(frameon=False, fontsize=8, loc="best")
+        ax2.axhline(float(d["upper_bound"].iloc[0]), color="k", ls="--", lw=1, label="structural upper bound")
+    for i, m in enumerate(d.index):
+        if reference_continuation and m in reference_continuation:
+            ax2.plot([i - 0.4, i + 0.4], [reference_continuation[m]] * 2, color="k", ls=":", lw=2,
+                     label="paper" if i == 0 else None)  # fmt: skip
+    if ax2.get_legend_handles_labels()[0]:
+        ax2.legend(frameon=False, fontsize=10, loc="best")
     n = ""
     if "n_states" in d:
         n = f"n = {int(d['n_states'].iloc[0])} error states"
@@ -439,11 +623,14 @@ def error_recovery(superior: dict, continuation: pd.DataFrame, ci: float = 0.95)
             n += f" x {int(d['n_continuations'].iloc[0])} continuations"
         n += "; "
     ax2.set(ylabel="success from the error state", ylim=(0, 1))
-    ax2.set_title(f"continuation with the remaining budget\n{n}{ci:.0%} interval (seeds, states)", fontsize=9)
+    ax2.set_title(
+        f"continuation with the remaining budget\n{n}{ci:.0%} interval (seeds, states)", fontsize=11
+    )
     fig.tight_layout()
     return fig
 
 
+@_styled
 def nll_histograms(nll: pd.DataFrame, quantile: float = 0.99) -> plt.Figure:
     """Overlapping histograms of per-token action NLL under the base policy, for RL and base actions. The axis
     ends at the `quantile` of all values; the values above it are counted in a hatched overflow bin at the right
@@ -460,8 +647,8 @@ def nll_histograms(nll: pd.DataFrame, quantile: float = 0.99) -> plt.Figure:
         v = g["nll_mean"].astype(float).to_numpy()
         k = int((v > hi).sum())
         shown = np.where(v > hi, hi + w, np.minimum(v, np.nextafter(hi, 0)))
-        label = f"{name} actions (n={len(v)}" + (f", {k} > {hi:.2f}" if over.any() else "") + ")"
-        _, _, patches = ax.hist(shown, bins=edges, alpha=0.55, density=True, label=label,
+        text = f"{label(name)} actions (n={len(v)}" + (f", {k} > {hi:.2f}" if over.any() else "") + ")"
+        _, _, patches = ax.hist(shown, bins=edges, alpha=0.55, density=True, label=text,
                                 color=_color("grpo" if name == "rl" else name))  # fmt: skip
         if over.any():
             patches[-1].set(hatch="///", edgecolor="k", linewidth=0.5)
@@ -474,11 +661,12 @@ def nll_histograms(nll: pd.DataFrame, quantile: float = 0.99) -> plt.Figure:
         title = f"all {len(values)} values shown"
     ax.set_xlim(0, edges[-1])
     ax.set(xlabel="per-token NLL under the base policy (nats)", ylabel="density")
-    ax.set_title(title, fontsize=9)
-    ax.legend(frameon=False, fontsize=8, loc="best")
+    ax.set_title(title, fontsize=11)
+    ax.legend(frameon=False, fontsize=10, loc="best")
     return fig
 
 
+@_styled
 def llr_curves(summary: pd.DataFrame, ci: float = 0.95, min_n: int = 10) -> plt.Figure:
     """Mean cumulative log-likelihood ratio log pi_RL - log pi_base against the turn, per trajectory source, over
     the trajectories still running at each turn, with its bootstrap interval (`summary`: `llr.by_turn`); below, n
@@ -505,14 +693,14 @@ def llr_curves(summary: pd.DataFrame, ci: float = 0.95, min_n: int = 10) -> plt.
         [], [], [], color="#999999", alpha=0.3, label=f"band: {interval_note(ci, 'RL seeds, trajectories')}"
     )
     ax.set(ylabel="cumulative log π_RL − log π_base")
-    ax.set_title("mean over the trajectories still running at turn t", fontsize=9)
-    ax.legend(frameon=False, fontsize=7, loc="best")
+    ax.set_title("mean over the trajectories still running at turn t", fontsize=11)
+    ax.legend(frameon=False, fontsize=10, loc="best")
     axn.axhline(min_n, color="k", lw=0.6, ls="--")
     axn.set_yscale("log")
     axn.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     axn.set(xlabel="turn t", ylabel="n")
     axn.text(1.0, 1.02, f"trajectories per turn (dashed: {min_n})", transform=axn.transAxes, ha="right",
-             va="bottom", fontsize=7)  # fmt: skip
+             va="bottom", fontsize=10)  # fmt: skip
     fig.tight_layout()
     return fig
 
@@ -522,6 +710,7 @@ def _algorithm(method: str) -> str:
     return method.split("+")[0].split("@")[0]
 
 
+@_styled
 def budget_lines(table: pd.DataFrame, upper: dict | None = None, ci: float = 0.95) -> plt.Figure:
     """Success against the budget (fraction of T_max) per estimator, one panel per budget mode (full budget,
     BudgetMix), each point with its interval; the structural upper bound dashed. `table` has columns method,
@@ -538,19 +727,20 @@ def budget_lines(table: pd.DataFrame, upper: dict | None = None, ci: float = 0.9
                 g["fraction"] + (i - (len(names) - 1) / 2) * 0.008
             )  # a small offset so intervals do not overlap
             ax.errorbar(x, g["success"], yerr=[g["success"] - g["low"], g["high"] - g["success"]], fmt="o-",
-                        capsize=3, color=PALETTE.get(_algorithm(name)), label=_algorithm(name))  # fmt: skip
+                        capsize=3, color=PALETTE.get(_algorithm(name)), label=label(_algorithm(name)))  # fmt: skip
         if upper:
             fr = sorted(upper)
             ax.plot(fr, [upper[f] for f in fr], "k--", lw=1, label="structural upper bound")
         ax.set(title=title, xlabel="turn budget (fraction of T_max)", ylim=(0, 1.02))
         ax.set_xticks(sorted(t["fraction"].unique()), [f"{f:.0%}" for f in sorted(t["fraction"].unique())])
     axes[0].set_ylabel("success rate")
-    axes[0].legend(frameon=False, fontsize=8, loc="best")
-    fig.suptitle(f"error bars: {interval_note(ci, _seeds_tasks(t))}", fontsize=9)
+    axes[0].legend(frameon=False, fontsize=10, loc="best")
+    fig.suptitle(f"error bars: {interval_note(ci, _seeds_tasks(t))}", fontsize=11)
     fig.tight_layout()
     return fig
 
 
+@_styled
 def precision_curve(
     precision: pd.DataFrame, reference: pd.DataFrame | None = None, ci: float = 0.95
 ) -> plt.Figure:
@@ -576,7 +766,7 @@ def precision_curve(
     ax.set(xlabel="oracle corruption (share of states with shuffled action values)", ylabel="success rate",
            ylim=(0, 1.02))  # fmt: skip
     ax.set_title(f"oracle-Q: how precise must the step signal be?\nerror bars and bands: {interval_note(ci, what)}",
-                 fontsize=9)  # fmt: skip
-    ax.legend(frameon=False, fontsize=8, title="budget (dashed: GRPO)", title_fontsize=8, loc="best")
+                 fontsize=11)  # fmt: skip
+    ax.legend(frameon=False, fontsize=10, title="budget (dashed: GRPO)", title_fontsize=10, loc="best")
     fig.tight_layout()
     return fig

@@ -215,8 +215,8 @@ def test_seed_curves_band_is_a_bootstrap_interval_over_seeds_and_maps():
     runs, columns = {"grpo": logs}, {"eval_success": "R_multi"}
     fig = plots.seed_curves(runs, columns, bands=metrics.seed_bands(runs, columns, n_boot=200))
     text = _texts(fig)
-    assert "band: 95% bootstrap interval, seeds × maps" in text
-    assert "grpo (3 seeds)" in text
+    assert "top band: 95% bootstrap interval over seeds × maps" in text
+    assert "GRPO (3 seeds)" in text
     iv = metrics.step_intervals(logs, "eval_success", n_boot=200)
     assert (
         list(iv["step"]) == [0, 10, 20] and (iv["low"] < iv["mean"]).all() and (iv["mean"] < iv["high"]).all()
@@ -244,7 +244,7 @@ def test_budget_bars_and_lines_say_what_the_error_bars_are():
             for m in ("base", "grpo") for f in (0.5, 1.0)]  # fmt: skip
     fig = plots.budget_bars(pd.DataFrame(rows), {0.5: 0.7, 1.0: 0.9})
     assert "error bars: 95% bootstrap interval over RL seeds × 100 tasks" in fig.axes[0].get_title()
-    assert "grpo (3 seeds)" in [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert "GRPO (3 seeds)" in [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
     fig = plots.budget_lines(pd.DataFrame(rows).assign(n_seeds=1))
     assert "error bars: 95% bootstrap interval over 100 tasks" in fig._suptitle.get_text()
 

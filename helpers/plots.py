@@ -6,9 +6,12 @@ from __future__ import annotations
 import contextlib
 import functools
 import re
+import textwrap
 from collections.abc import Callable
 
 import matplotlib
+import matplotlib.cm
+import matplotlib.colors
 import matplotlib.patches
 
 if matplotlib.get_backend().lower() == "agg" or not matplotlib.get_backend():
@@ -73,6 +76,11 @@ def label(name: str) -> str:
     if "+" in low:
         return " + ".join(label(part) for part in name.split("+"))
     return name
+
+
+def _wrapped(name: str, width: int = 16) -> str:
+    """`label(name)` without its parenthetical, broken into lines of about `width` characters, for tick labels."""
+    return textwrap.fill(re.sub(r" \(.*?\)", "", label(name)), width)
 
 
 def style() -> contextlib.AbstractContextManager:
@@ -246,96 +254,110 @@ def _seed_word(n: int) -> str:
     return f"{n} seed{'s' if n != 1 else ''}"
 
 
+def _units(by_seed: dict[int, pd.DataFrame], col: str) -> str | None:
+    """What a logged metric is a mean over ("maps" or "pool states"), None where the runs logged no per-unit values."""
+    units = metrics.units_column(list(by_seed.values()), col)
+    return None if units is None else ("maps" if units.endswith("_by_task") else "pool states")
+
+
 @_styled
 def seed_curves(
     runs: dict[str, dict[int, pd.DataFrame]], columns: dict[str, str], title: str = "",
     bands: dict[str, dict[str, pd.DataFrame | None]] | None = None, ci: float = 0.95, n_boot: int = 400,
 ) -> plt.Figure:  # fmt: skip
-    """Per metric column (panel columns) against the RL step: top, the level, per method the mean over RL seeds
-    (with each seed as a thin line where there are several) and, for at most two methods, its band; bottom, the
-    change from step 0 (what the paper's claims are about), per method its mean with a paired interval over seeds
-    and units as error bars, offset so methods do not hide each other, and a line at 0. `runs[method][seed]` is
-    that run's metrics log; where `bands[method][col]` holds the level's intervals over seeds and units
-    (`metrics.seed_bands`) the top panels draw those, otherwise the range of the seeds. One legend, below, says
-    what is drawn, with the actual number of seeds."""
+    """Per metric column (panel columns) against the RL step. Top, the level: per method the mean over RL seeds,
+    each seed as a thin line where there are several and, for a single method, its band (where `bands[method][col]`
+    holds the level's intervals over seeds and units, `metrics.seed_bands`, those; otherwise the range of the
+    seeds); with several methods no level band, as bands that overlap from step 0 would hide the change. Bottom,
+    the change from step 0 (what the paper's claims are about): per method its mean with a paired interval over
+    seeds and units (`_change_band`) as error bars, methods offset so they do not hide each other, and a line at 0.
+    One legend below says what is drawn, with the actual number of seeds."""
     n_methods = len(runs)
-    fig, axes = plt.subplots(2, len(columns), figsize=(4.6 * len(columns), 7.2), squeeze=False, sharex=True)
-    level_bands = n_methods <= 2
-    drawn: dict[str, set[str]] = {"level": set(), "range": set(), "change": set()}
+    fig, axes = plt.subplots(2, len(columns), figsize=(5.2 * len(columns), 7.4), squeeze=False, sharex=True)
+    level_bands = n_methods == 1
     multi = any(len(by_seed) > 1 for by_seed in runs.values())
+    notes: dict[str, str] = {}  # what the bands and error bars are, per panel
+    drawn = {"band": False, "range": False, "change": False}
     for j, (col, ylabel) in enumerate(columns.items()):
         ax, axc = axes[0, j], axes[1, j]
         for i, (method, by_seed) in enumerate(runs.items()):
             c = _color(method)
-            name = f"{label(method)} ({_seed_word(len(by_seed))})"
             iv = ((bands or {}).get(method) or {}).get(col)
             if iv is not None:
-                if multi:
-                    for k in by_seed:
-                        if k in iv:
-                            ax.plot(iv["step"], iv[k], color=c, lw=0.7, alpha=0.4)
-                ax.plot(iv["step"], iv["mean"], marker="o", ms=4, color=c, label=name)
-                if level_bands:
-                    ax.fill_between(iv["step"], iv["low"], iv["high"], color=c, alpha=0.15)
-                    units = (
-                        "maps"
-                        if metrics.units_column(list(by_seed.values()), col).endswith("_by_task")
-                        else "pool states"
-                    )
-                    drawn["level"].add(f"{'seeds × ' if len(by_seed) > 1 else ''}{units}")
+                level = pd.DataFrame({"step": iv["step"], "mean": iv["mean"]})
+                seeds = {k: iv[k] for k in by_seed if k in iv}
             else:
-                frames = [
-                    m.dropna(subset=[col])[["step", col]].set_index("step")[col] for m in by_seed.values()
-                ]
-                wide = pd.concat(frames, axis=1)
-                if multi:
-                    for k in wide.columns:
-                        ax.plot(wide.index, wide[k], color=c, lw=0.7, alpha=0.4)
-                ax.plot(wide.index, wide.mean(axis=1), marker="o", ms=4, color=c, label=name)
-                if level_bands and len(by_seed) > 1:
-                    ax.fill_between(wide.index, wide.min(axis=1), wide.max(axis=1), color=c, alpha=0.12)
-                    drawn["range"].add("range of the seeds")
+                wide = pd.concat(
+                    [m.dropna(subset=[col])[["step", col]].set_index("step")[col] for m in by_seed.values()],
+                    axis=1,
+                )
+                level = pd.DataFrame({"step": wide.index, "mean": wide.mean(axis=1).to_numpy()})
+                seeds = {k: wide.iloc[:, n] for n, k in enumerate(by_seed)}
+            if multi:
+                for v in seeds.values():
+                    ax.plot(level["step"], np.asarray(v), color=c, lw=0.7, alpha=0.35)
+            ax.plot(level["step"], level["mean"], marker="o", ms=4, color=c,
+                    label=f"{label(method)} ({_seed_word(len(by_seed))})")  # fmt: skip
+            if level_bands and iv is not None:
+                ax.fill_between(iv["step"], iv["low"], iv["high"], color=c, alpha=0.15)
+                drawn["band"] = True
+            elif level_bands and len(by_seed) > 1:
+                ax.fill_between(wide.index, wide.min(axis=1), wide.max(axis=1), color=c, alpha=0.12)
+                drawn["range"] = True
+            units = _units(by_seed, col)
+            if units:
+                notes[ylabel] = units
             ch = _change_band(by_seed, col, n_boot, ci)
-            offset = (i - (n_methods - 1) / 2) * 0.35
+            drawn_steps = np.asarray(ch["step"] if ch is not None else level["step"], dtype=float)
+            spacing = float(np.min(np.diff(drawn_steps))) if len(drawn_steps) > 1 else 1.0
+            offset = (i - (n_methods - 1) / 2) * 0.15 * spacing
             if ch is not None:
                 axc.errorbar(ch["step"] + offset, ch["mean"], yerr=[ch["mean"] - ch["low"], ch["high"] - ch["mean"]],
                              fmt="o-", ms=4, capsize=3, color=c)  # fmt: skip
-                drawn["change"].add(
-                    "seeds × maps or pool states" if len(by_seed) > 1 else "maps or pool states"
-                )
+                drawn["change"] = True
             else:
-                mean = (
-                    (iv["mean"].to_numpy(), iv["step"])
-                    if iv is not None
-                    else (wide.mean(axis=1).to_numpy(), wide.index)
+                axc.plot(
+                    level["step"] + offset, level["mean"] - level["mean"].iloc[0], marker="o", ms=4, color=c
                 )
-                axc.plot(np.asarray(mean[1]) + offset, mean[0] - mean[0][0], marker="o", ms=4, color=c)
-        axc.axhline(0, color="k", lw=1)
-        ax.set(ylabel=ylabel)
-        ax.set_title(ylabel.split(" (")[0] + ": level", fontsize=12)
+        axc.axhline(0, color="k", lw=1.2)
+        ax.set(ylabel="level")
+        ax.set_title(ylabel, fontsize=12)
         axc.set(xlabel="RL step", ylabel="change from step 0")
-        axc.set_title(ylabel.split(" (")[0] + ": change from step 0", fontsize=12)
     handles, labels = axes[0, 0].get_legend_handles_labels()
     if multi:
         handles.append(plt.Line2D([], [], color="#777777", lw=0.7))
         labels.append("thin lines: each RL seed")
-    if drawn["level"]:
+    if drawn["band"]:
         handles.append(matplotlib.patches.Patch(color="#999999", alpha=0.3))
-        labels.append(f"top band: {interval_note(ci, ', '.join(sorted(drawn['level'])))}")
+        labels.append("top band: interval of the level")
     if drawn["range"]:
         handles.append(matplotlib.patches.Patch(color="#999999", alpha=0.25))
         labels.append("top band: range of the seeds")
     if drawn["change"]:
-        handles.append(plt.Line2D([], [], color="#555555", marker="o", ls="none"))
-        labels.append(f"bottom error bars: paired {interval_note(ci, ', '.join(sorted(drawn['change'])))}")
-    fig.legend(
-        handles, labels, frameon=False, loc="lower center", ncol=min(3, len(labels)), bbox_to_anchor=(0.5, 0)
+        handles.append(plt.Line2D([], [], color="#555555", marker="o", ls="-"))
+        labels.append("bottom: change from step 0 with its interval")
+    ncol = min(len(labels), 3)
+    rows = -(-len(labels) // ncol)
+    fig.legend(handles, labels, frameon=False, loc="lower center", ncol=ncol, bbox_to_anchor=(0.5, 0.07))
+    over = "RL seeds × " if multi else ""
+    what = _by_units(notes)
+    note = f"intervals: {ci:.0%} bootstrap over {over}units; the units are {what or 'those logged'}" + (
+        "; the change is paired (the same units at every step)" if drawn["change"] else ""
     )
+    fig.text(0.5, 0.005, textwrap.fill(note, 40 * len(columns)), ha="center", va="bottom", fontsize=11)
     if title:
         fig.suptitle(title)
-    rows = -(-len(labels) // min(3, len(labels)))
-    fig.tight_layout(rect=(0, 0.045 * rows + 0.02, 1, 1))
+    fig.tight_layout(rect=(0, 0.045 * rows + 0.1, 1, 1))
     return fig
+
+
+def _by_units(notes: dict[str, str]) -> str:
+    """{panel label: units} -> "maps for R_multi (...) and R_single (...), pool states for R_single (...)": which
+    panels are means over what."""
+    groups: dict[str, list[str]] = {}
+    for name, units in notes.items():
+        groups.setdefault(units, []).append(name)
+    return ", ".join(f"{units} for {' and '.join(names)}" for units, names in groups.items())
 
 
 @_styled
@@ -444,11 +466,17 @@ def pass_at_k_curves(table: pd.DataFrame, upper: dict | None = None, ci: float =
         ax.set(title=f"T = {T}", xlabel="K", ylim=(0, 1.02))
     for ax in axes.flat[len(Ts) :]:
         ax.axis("off")
-    axes[0, 0].set_ylabel("Pass@(K, T)")
-    axes[0, 0].legend(frameon=False, fontsize=10, loc="best")
+    for row in axes:
+        row[0].set_ylabel("Pass@(K, T)")
+    handles, texts = axes[0, 0].get_legend_handles_labels()
+    ncol = min(len(texts), 3)
+    fig.legend(
+        handles, texts, frameon=False, fontsize=12, loc="lower center", ncol=ncol, bbox_to_anchor=(0.5, 0)
+    )
     if has_band:
-        fig.suptitle(f"Pass@(K, T); bands: {interval_note(ci, _seeds_tasks(table))}", fontsize=10)
-    fig.tight_layout()
+        fig.suptitle(f"Pass@(K, T); bands: {interval_note(ci, _seeds_tasks(table))}", fontsize=12)
+    legend_in = 0.3 * -(-len(texts) // ncol) + 0.2  # the legend's height below the panels, in inches
+    fig.tight_layout(rect=(0, legend_in / fig.get_figheight(), 1, 1))
     return fig
 
 
@@ -505,28 +533,68 @@ def gap_heatmap(diff: pd.DataFrame, title: str, significant: pd.DataFrame | None
 
 
 @_styled
+def gap_heatmaps(
+    diffs: dict[str, pd.DataFrame], significant: dict[str, pd.DataFrame] | None = None, ci: float = 0.95
+) -> plt.Figure:
+    """Several RL-minus-reference heatmaps over (K, T) side by side (`diffs`: {panel title: T x K, in points}),
+    on one colour scale (`shared_limit`) with one colourbar, so that equal colours mean equal gaps in every panel;
+    cells whose interval excludes 0 (`significant`, same keys) are starred."""
+    lim = shared_limit(list(diffs.values()))
+    n = len(diffs)
+    fig, axes = plt.subplots(1, n, figsize=(6.2 * n + 1.2, 4.8), squeeze=False, sharey=True)
+    cmap = "RdBu"
+    for ax, (title, diff) in zip(axes[0], diffs.items(), strict=True):
+        cells = diff.map(lambda v: number(v, 0))
+        sig = (significant or {}).get(title)
+        if sig is not None:
+            star = sig.reindex(index=diff.index, columns=diff.columns).fillna(False).astype(bool)
+            cells = cells.where(~star, cells + "*")
+        annot = cells.to_numpy() if diff.shape[1] <= 16 else False
+        sns.heatmap(diff, ax=ax, cmap=cmap, center=0, vmin=-lim, vmax=lim, annot=annot, fmt="", cbar=False,
+                    annot_kws={"fontsize": 11})  # fmt: skip
+        ax.set(title=title, xlabel="K (trajectories sampled)", ylabel="")
+        ax.invert_yaxis()
+    axes[0, 0].set_ylabel("T (turn budget)")
+    mappable = matplotlib.cm.ScalarMappable(norm=matplotlib.colors.Normalize(-lim, lim), cmap=cmap)
+    fig.colorbar(mappable, ax=list(axes[0]), label="Pass@(K, T) difference (points)", fraction=0.03, pad=0.02)
+    note = "one colour scale for all panels"
+    if significant is not None:
+        note += f"; * {ci:.0%} interval (RL seeds × tasks) excludes 0"
+    fig.suptitle(note, fontsize=12)
+    return fig
+
+
+def _side_by_side(ax: plt.Axes, series: list[tuple[str, str | None, np.ndarray]], bins: np.ndarray) -> None:
+    """Histograms of several samples ((legend text, colour, values)) on the same bins, drawn as bars side by side
+    within each bin, so that none hides another."""
+    width = np.diff(bins) / (len(series) + 0.5)
+    for i, (text, colour, v) in enumerate(series):
+        counts, _ = np.histogram(v[~np.isnan(v)], bins=bins)
+        ax.bar(bins[:-1] + width * (i + 0.25), counts, width=width, align="edge", color=colour, label=text)
+
+
+@_styled
 def quality_distributions(
     per_state: pd.DataFrame, names: tuple[str, ...] = ("base", "sharp", "rl")
 ) -> plt.Figure:
-    """Per-state mean step quality of each policy (left) and RL minus base / RL minus sharpened base (right); the
-    legends give the number of states."""
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.2))
-    bins = [i / 20 for i in range(21)]
+    """Per-state mean step quality of each policy (left) and RL minus base / RL minus sharpened base (right), as
+    bars side by side within each bin (not overlapping); the titles give the number of states."""
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 4.6))
     n = f"n = {len(per_state)} live states"
     if "rl_seed" in per_state:
         n += f" ({per_state['rl_seed'].nunique()} RL seeds pooled)"
-    for name in names:
-        if name in per_state:
-            ax1.hist(per_state[name], bins=bins, histtype="step", lw=2, label=label(name), color=_color(name))
+    shown = [(label(m), _color(m), per_state[m].astype(float).to_numpy()) for m in names if m in per_state]
+    _side_by_side(ax1, shown, np.linspace(0, 1, 11))
     ax1.set(xlabel="mean step quality at the state (normalised Q*)", ylabel="states", title=n)
-    ax1.legend(frameon=False, loc="best")
-    for other in ("base", "sharp"):
-        if other in per_state:
-            ax2.hist(per_state["rl"] - per_state[other], bins=41, histtype="step", lw=2, color=_color(other),
-                     label=f"RL minus {label(other)}")  # fmt: skip
-    ax2.axvline(0, color="k", lw=0.8)
-    ax2.set(xlabel="difference of mean quality", ylabel="states", title=n)
-    ax2.legend(frameon=False, fontsize=10, loc="best")
+    ax1.legend(frameon=False, loc="upper left")
+    diffs = [(f"RL minus {label(o)}", _color(o), (per_state["rl"] - per_state[o]).astype(float).to_numpy())
+             for o in ("base", "sharp") if o in per_state]  # fmt: skip
+    if diffs:
+        top = max(float(np.nanmax(np.abs(d))) for _, _, d in diffs) or 1.0
+        _side_by_side(ax2, diffs, np.linspace(-top, top, 17))
+    ax2.axvline(0, color="k", lw=1.2, ls="--", label="0 (no difference)")
+    ax2.set(xlabel="RL's mean quality minus the other's", ylabel="states", title=n)
+    ax2.legend(frameon=False, loc="upper left")
     fig.tight_layout()
     return fig
 
@@ -562,7 +630,13 @@ def win_rate_by_depth(
                     ms=3, color="k", capsize=4, label=f"{label(a)} better: mean over seeds,\n{ci:.0%} interval (seeds, states)")  # fmt: skip
     ax.axhline(0.5, color="k", ls="--", lw=1.2, label="50 % (as often better as not)")
     if reference is not None:
-        ax.axhline(reference, color="k", ls=":", lw=1.5, label=f"paper: {label(a)} better at {reference:.1%}")
+        ax.axhline(
+            reference,
+            color="k",
+            ls=":",
+            lw=1.5,
+            label=f"paper (all depths): {label(a)} better at {reference:.1%}",
+        )
     labels = [
         f"{d}\nn={n} (+{k} dead)"
         for d, n, k in zip(depth["depth_bin"], depth["n_live"], depth["n_dead"], strict=True)
@@ -582,22 +656,28 @@ def error_recovery(
     reference_continuation: dict[str, float] | None = None,
 ) -> plt.Figure:
     """Left: at error states, how often RL's next action beats the base's and the sharpened base's (mean over
-    seeds, interval over seeds and states). Right: continuation success per policy with its interval, beside the
-    structural upper bound of the same states. Titles give the number of states and what the intervals are."""
+    seeds, interval over seeds and states), beside 50 % and the paper's fraction (`reference`, over the RL-vs-base
+    bar). Right: continuation success per policy with its interval, beside the structural upper bound of the same
+    states and the paper's values (`reference_continuation`: {model: success}). Titles give the number of states
+    and what the intervals are."""
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 5))
     keys = [k for k in ("rl_vs_base", "rl_vs_sharp", "sharp_vs_base") if k in superior]
     vals = [superior[k]["better"] for k in keys]
     err = [[v - superior[k]["better_ci"][0] for k, v in zip(keys, vals, strict=True)],
            [superior[k]["better_ci"][1] - v for k, v in zip(keys, vals, strict=True)]]  # fmt: skip
-    names = [f"{label(k.split('_vs_')[0])}\nbetter than\n{label(k.split('_vs_')[1])}" for k in keys]
-    colours = [
-        _color(k.split("_vs_")[1]) for k in keys
-    ]  # the bar takes the colour of what it is compared with
-    ax1.bar(names, vals, yerr=err, capsize=4, color=colours)
-    ax1.axhline(0.5, color="k", ls="--", lw=1.2, label="50 %")
-    if reference is not None:
-        ax1.axhline(reference, color="k", ls=":", lw=1.5, label=f"paper: RL better at {reference:.1%}")
-    ax1.legend(frameon=False, fontsize=10, loc="best")
+    pairs = [k.split("_vs_") for k in keys]
+    names = [f"{_wrapped(a)}\nbetter than\n{_wrapped(b)}" for a, b in pairs]
+    # the bar takes the colour of what RL is compared with; a comparison without RL is hatched
+    bars = ax1.bar(names, vals, yerr=err, capsize=4, color=[_color(b) for _, b in pairs])
+    for bar, (a, _) in zip(bars, pairs, strict=True):
+        if a != "rl":
+            bar.set(hatch="//", edgecolor="white")
+    ax1.axhline(0.5, color="k", ls="--", lw=1.2, label="50 % (as often better as not)")
+    if reference is not None and "rl_vs_base" in keys:
+        i = keys.index("rl_vs_base")
+        ax1.plot([i - 0.45, i + 0.45], [reference] * 2, color="k", ls=":", lw=2.5,
+                 label=f"paper: RL better than the base at {reference:.1%}")  # fmt: skip
+    ax1.legend(frameon=False, fontsize=11, loc="upper center", bbox_to_anchor=(0.5, -0.32))
     n_live = sum(superior.get("n_states_per_seed", [])) - sum(superior.get("n_dead_per_seed", []))
     seeds = superior.get("n_seeds")
     where = f"n = {n_live} live error states, {seeds} seeds" if seeds else "live error states"
@@ -606,16 +686,18 @@ def error_recovery(
         f"next action after an injected error\n{where}; {ci:.0%} interval (seeds, states)", fontsize=11
     )
     d = continuation.set_index("model")
-    ax2.bar([label(m) for m in d.index], d["success"], color=[_color(m) for m in d.index],
+    ax2.bar([_wrapped(m) for m in d.index], d["success"], color=[_color(m) for m in d.index],
             yerr=[d["success"] - d["low"], d["high"] - d["success"]], capsize=4)  # fmt: skip
     if "upper_bound" in d:
-        ax2.axhline(float(d["upper_bound"].iloc[0]), color="k", ls="--", lw=1, label="structural upper bound")
-    for i, m in enumerate(d.index):
-        if reference_continuation and m in reference_continuation:
-            ax2.plot([i - 0.4, i + 0.4], [reference_continuation[m]] * 2, color="k", ls=":", lw=2,
-                     label="paper" if i == 0 else None)  # fmt: skip
+        ax2.axhline(
+            float(d["upper_bound"].iloc[0]), color="k", ls="--", lw=1.2, label="structural upper bound"
+        )
+    marked = [(i, m) for i, m in enumerate(d.index) if m in (reference_continuation or {})]
+    for j, (i, m) in enumerate(marked):
+        ax2.plot([i - 0.45, i + 0.45], [reference_continuation[m]] * 2, color="k", ls=":", lw=2.5,
+                 label="paper's continuation success" if j == 0 else None)  # fmt: skip
     if ax2.get_legend_handles_labels()[0]:
-        ax2.legend(frameon=False, fontsize=10, loc="best")
+        ax2.legend(frameon=False, fontsize=11, loc="upper center", bbox_to_anchor=(0.5, -0.32))
     n = ""
     if "n_states" in d:
         n = f"n = {int(d['n_states'].iloc[0])} error states"

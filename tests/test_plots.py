@@ -92,7 +92,10 @@ def test_pass_at_k_axis_is_log2_with_integer_ticks_at_plotted_k():
     assert not ax.xaxis.get_minorticklocs().size
     # one band per model and panel, the upper bound drawn, and the band explained
     assert len([c for c in ax.collections if isinstance(c, PolyCollection)]) == 2
-    assert "structural upper bound" in [t.get_text() for t in ax.get_legend().get_texts()]
+    # one legend for all panels, on the figure (not in panel 1 only), readable on a slide
+    (legend,) = fig.legends
+    assert "structural upper bound" in [t.get_text() for t in legend.get_texts()]
+    assert all(t.get_fontsize() >= 12 for t in legend.get_texts())
     assert "95% bootstrap interval over RL seeds × 50 tasks" in fig._suptitle.get_text()
 
 
@@ -215,8 +218,11 @@ def test_seed_curves_band_is_a_bootstrap_interval_over_seeds_and_maps():
     runs, columns = {"grpo": logs}, {"eval_success": "R_multi"}
     fig = plots.seed_curves(runs, columns, bands=metrics.seed_bands(runs, columns, n_boot=200))
     text = _texts(fig)
-    assert "top band: 95% bootstrap interval over seeds × maps" in text
-    assert "GRPO (3 seeds)" in text
+    assert "top band: interval of the level" in text
+    assert "intervals: 95% bootstrap over RL seeds × units; the units are maps for R_multi" in " ".join(
+        text.split()
+    )
+    assert "GRPO (3 seeds)" in text and "thin lines: each RL seed" in text
     iv = metrics.step_intervals(logs, "eval_success", n_boot=200)
     assert (
         list(iv["step"]) == [0, 10, 20] and (iv["low"] < iv["mean"]).all() and (iv["mean"] < iv["high"]).all()

@@ -20,14 +20,15 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import seaborn as sns
-from matplotlib.ticker import FuncFormatter, NullLocator
+from matplotlib.ticker import FuncFormatter, MaxNLocator, NullLocator
 
 from helpers import fmt, metrics
 
 sns.set_theme(style="whitegrid", context="notebook")
-# A slide-readable style for every figure (`style`): base font 12 pt, ticks and legends no smaller than 10.
-STYLE = {"font.size": 12, "axes.titlesize": 12, "axes.labelsize": 12, "xtick.labelsize": 11, "ytick.labelsize": 11,
-         "legend.fontsize": 10, "legend.title_fontsize": 10, "figure.titlesize": 13, "lines.linewidth": 2.0}  # fmt: skip
+# A slide-readable style for every figure (`style`): no text smaller than 12 pt (`MIN_FONT`).
+MIN_FONT = 12
+STYLE = {"font.size": 12, "axes.titlesize": 13, "axes.labelsize": 12, "xtick.labelsize": 12, "ytick.labelsize": 12,
+         "legend.fontsize": 12, "legend.title_fontsize": 12, "figure.titlesize": 14, "lines.linewidth": 2.0}  # fmt: skip
 # Every legend names loc="best" itself: matplotlib warns when placing a legend at the default loc took more than a
 # second of wall-clock time. The placement does not depend on the time, only the warning does (a loaded machine
 # printed it into notebook 04's output), and matplotlib gives it only where loc was left to its default.
@@ -78,9 +79,26 @@ def label(name: str) -> str:
     return name
 
 
+def short_label(name: str) -> str:
+    """`label(name)` without its parenthetical (`sharp` -> `sharpened base`), where space is short."""
+    return re.sub(r" \(.*?\)", "", label(name))
+
+
 def _wrapped(name: str, width: int = 16) -> str:
-    """`label(name)` without its parenthetical, broken into lines of about `width` characters, for tick labels."""
-    return textwrap.fill(re.sub(r" \(.*?\)", "", label(name)), width)
+    """`short_label(name)` broken into lines of about `width` characters, for tick labels."""
+    return textwrap.fill(short_label(name), width)
+
+
+def _legend_right(ax: plt.Axes, **kw: object) -> None:
+    """The axes' legend outside it, to the right, where it cannot hide data at slide font sizes."""
+    ax.legend(frameon=False, loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0, **kw)
+
+
+def _legend_below(ax: plt.Axes, ncol: int = 2, **kw: object) -> None:
+    """The axes' legend outside it, below its tick labels and axis label."""
+    fig = ax.get_figure()
+    height = ax.get_position().height * fig.get_figheight()  # inches
+    ax.legend(frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.7 / height), ncol=ncol, **kw)
 
 
 def style() -> contextlib.AbstractContextManager:
@@ -161,7 +179,7 @@ def interval_note(ci: float, over: str) -> str:
 @_styled
 def upper_bound(df: pd.DataFrame, t_max: int) -> plt.Figure:
     """Structural upper bound (best success within T turns) against the budget T."""
-    fig, ax = plt.subplots(figsize=(5, 3.2))
+    fig, ax = plt.subplots(figsize=(6, 4))
     ax.plot(
         df["T"], df["upper_bound"], marker="o", color=PALETTE["upper bound"], label="structural upper bound"
     )
@@ -172,7 +190,7 @@ def upper_bound(df: pd.DataFrame, t_max: int) -> plt.Figure:
     ax.set(
         xlabel="turn budget T", ylabel="success probability", ylim=(-0.02, 1.02), title="FrozenLake test maps"
     )
-    ax.legend(frameon=False, fontsize=11, loc="best")
+    _legend_right(ax)
     return fig
 
 
@@ -192,7 +210,7 @@ def testbed(curve: pd.DataFrame, t_max: int) -> plt.Figure:
     policy for T_max, the greedy habit, the demonstrator and the base (in the context it plays in, with its
     interval, and in the one-turn context). Right: the three headrooms stacked (noise, habit, budget awareness),
     which sum to the optimum minus the demonstrator."""
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10.5, 3.6), gridspec_kw={"width_ratios": [1.6, 1]})
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 5.2), gridspec_kw={"width_ratios": [1.6, 1]})
     ax1.plot(
         curve["T"], curve["upper_bound"], "o-", color=PALETTE["upper bound"], label="budget-aware optimum"
     )
@@ -208,7 +226,7 @@ def testbed(curve: pd.DataFrame, t_max: int) -> plt.Figure:
         )
     ax1.axvline(t_max, color="k", lw=0.8, alpha=0.3)
     ax1.set(xlabel="turn budget T", ylabel="success within T turns", ylim=(0, 1), title="test maps")
-    ax1.legend(frameon=False, fontsize=10, loc="best")
+    _legend_below(ax1, ncol=2)
     bottom = np.zeros(len(curve))
     for column, text, color in (("noise_points", "noise", "#c7c7c7"), ("habit_points", "habit", "#7f7f7f"),
                                 ("budget_awareness_points", "budget awareness", PALETTE["upper bound"])):  # fmt: skip
@@ -216,7 +234,7 @@ def testbed(curve: pd.DataFrame, t_max: int) -> plt.Figure:
         bottom = bottom + curve[column].to_numpy()
     ax2.axhline(0, color="k", lw=0.6)
     ax2.set(xlabel="turn budget T", ylabel="points", title="headrooms (exact)")
-    ax2.legend(frameon=False, fontsize=10, loc="upper left")
+    _legend_below(ax2, ncol=1)
     fig.tight_layout()
     return fig
 
@@ -321,7 +339,7 @@ def seed_curves(
                 )
         axc.axhline(0, color="k", lw=1.2)
         ax.set(ylabel="level")
-        ax.set_title(ylabel, fontsize=12)
+        ax.set_title(ylabel, fontsize=MIN_FONT)
         axc.set(xlabel="RL step", ylabel="change from step 0")
     handles, labels = axes[0, 0].get_legend_handles_labels()
     if multi:
@@ -344,7 +362,7 @@ def seed_curves(
     note = f"intervals: {ci:.0%} bootstrap over {over}units; the units are {what or 'those logged'}" + (
         "; the change is paired (the same units at every step)" if drawn["change"] else ""
     )
-    fig.text(0.5, 0.005, textwrap.fill(note, 40 * len(columns)), ha="center", va="bottom", fontsize=11)
+    fig.text(0.5, 0.005, textwrap.fill(note, 40 * len(columns)), ha="center", va="bottom", fontsize=MIN_FONT)
     if title:
         fig.suptitle(title)
     fig.tight_layout(rect=(0, 0.045 * rows + 0.1, 1, 1))
@@ -364,7 +382,7 @@ def _by_units(notes: dict[str, str]) -> str:
 def training_curves(m: pd.DataFrame, title: str) -> plt.Figure:
     """R_multi (success at the full budget on fixed training maps, and the training batch's success) and
     R_single (mean step quality on the fixed probe pool) against the RL step."""
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.4))
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.6))
     batch = m.dropna(subset=["success"]) if "success" in m else m.iloc[0:0]
     if len(batch):
         ax1.plot(batch["step"], batch["success"].rolling(5, min_periods=1).mean(), color="#9ecae1",
@@ -372,7 +390,7 @@ def training_curves(m: pd.DataFrame, title: str) -> plt.Figure:
     ev = m.dropna(subset=["eval_success"])
     ax1.plot(ev["step"], ev["eval_success"], marker="o", color=PALETTE["grpo"], label="R_multi (full budget)")
     ax1.set(xlabel="RL step", ylabel="success", title=f"{title}: trajectory level", ylim=(-0.02, 1.02))
-    ax1.legend(frameon=False, fontsize=10, loc="best")
+    _legend_below(ax1, ncol=1)
     rs = m.dropna(subset=["r_single"])
     ax2.plot(rs["step"], rs["r_single"], marker="o", color=PALETTE["budgetmix"])
     ax2.set(xlabel="RL step", ylabel="R_single (mean step quality)", title=f"{title}: step level")
@@ -383,12 +401,12 @@ def training_curves(m: pd.DataFrame, title: str) -> plt.Figure:
 @_styled
 def compare_curves(runs: dict[str, pd.DataFrame], column: str, ylabel: str) -> plt.Figure:
     """One metric of several RL runs against the step (e.g. R_single of GRPO and BudgetMix)."""
-    fig, ax = plt.subplots(figsize=(5.5, 3.4))
+    fig, ax = plt.subplots(figsize=(7, 4.4))
     for name, m in runs.items():
         d = m.dropna(subset=[column])
         ax.plot(d["step"], d[column], marker="o", label=label(name), color=_color(name))
     ax.set(xlabel="RL step", ylabel=ylabel)
-    ax.legend(frameon=False, loc="best")
+    _legend_right(ax)
     return fig
 
 
@@ -408,7 +426,7 @@ def budget_bars(table: pd.DataFrame, upper: dict | None = None, ci: float = 0.95
     `table` has columns model, fraction, budget, success, low, high (and n_seeds, n_tasks from
     `metrics.method_summary`: the legend and title say what the error bars resampled).
     """
-    fig, ax = plt.subplots(figsize=(7, 3.8))
+    fig, ax = plt.subplots(figsize=(9, 4.6))
     order = list(PALETTE)
     names = sorted(dict.fromkeys(table["model"]), key=lambda n: order.index(n) if n in order else len(order))
     fracs = sorted(table["fraction"].unique())
@@ -426,8 +444,8 @@ def budget_bars(table: pd.DataFrame, upper: dict | None = None, ci: float = 0.95
     budgets = table.drop_duplicates("fraction").set_index("fraction").loc[fracs, "budget"]
     ax.set_xticks(range(len(fracs)), [f"{f:.0%}\n(T={b})" for f, b in zip(fracs, budgets, strict=True)])
     ax.set(xlabel="turn budget (fraction of T_max)", ylabel="success rate", ylim=(0, 1.05))
-    ax.set_title(f"error bars: {interval_note(ci, _seeds_tasks(table))}", fontsize=11)
-    ax.legend(frameon=False, fontsize=10, ncol=2, loc="best")
+    ax.set_title(f"error bars: {interval_note(ci, _seeds_tasks(table))}", fontsize=MIN_FONT)
+    _legend_below(ax, ncol=2)
     return fig
 
 
@@ -451,7 +469,7 @@ def pass_at_k_curves(table: pd.DataFrame, upper: dict | None = None, ci: float =
     Ts = sorted(table["T"].unique())
     cols = min(4, len(Ts))
     rows = -(-len(Ts) // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 2.8 * rows + 0.5), sharey=True, squeeze=False)
+    fig, axes = plt.subplots(rows, cols, figsize=(3.8 * cols, 3.2 * rows + 0.6), sharey=True, squeeze=False)
     has_band = {"low", "high"} <= set(table.columns)
     for ax, T in zip(axes.flat, Ts, strict=False):
         d = table[table["T"] == T].sort_values("K")
@@ -471,10 +489,16 @@ def pass_at_k_curves(table: pd.DataFrame, upper: dict | None = None, ci: float =
     handles, texts = axes[0, 0].get_legend_handles_labels()
     ncol = min(len(texts), 3)
     fig.legend(
-        handles, texts, frameon=False, fontsize=12, loc="lower center", ncol=ncol, bbox_to_anchor=(0.5, 0)
+        handles,
+        texts,
+        frameon=False,
+        fontsize=MIN_FONT,
+        loc="lower center",
+        ncol=ncol,
+        bbox_to_anchor=(0.5, 0),
     )
     if has_band:
-        fig.suptitle(f"Pass@(K, T); bands: {interval_note(ci, _seeds_tasks(table))}", fontsize=12)
+        fig.suptitle(f"Pass@(K, T); bands: {interval_note(ci, _seeds_tasks(table))}", fontsize=MIN_FONT)
     legend_in = 0.3 * -(-len(texts) // ncol) + 0.2  # the legend's height below the panels, in inches
     fig.tight_layout(rect=(0, legend_in / fig.get_figheight(), 1, 1))
     return fig
@@ -488,7 +512,7 @@ def pass_at_t_curves(
 
     `table` has columns model, T, pass, low, high (and n_seeds, n_tasks from `metrics.method_summary`).
     """
-    fig, ax = plt.subplots(figsize=(5.5, 3.8))
+    fig, ax = plt.subplots(figsize=(7, 4.6))
     for name, g in table.groupby("model", sort=False):
         ax.plot(g["T"], g["pass"], marker="o", label=label(name), color=_color(name))
         ax.fill_between(g["T"], g["low"], g["high"], alpha=0.15, color=_color(name))
@@ -496,8 +520,8 @@ def pass_at_t_curves(
         Ts = sorted(upper)
         ax.plot(Ts, [upper[T] for T in Ts], "k--", lw=1, label="structural upper bound")
     ax.set(xlabel="turn budget T", ylabel=f"Pass@(K={k}, T)", ylim=(0, 1.02))
-    ax.set_title(f"bands: {interval_note(ci, _seeds_tasks(table))}", fontsize=11)
-    ax.legend(frameon=False, fontsize=10, loc="best")
+    ax.set_title(f"bands: {interval_note(ci, _seeds_tasks(table))}", fontsize=MIN_FONT)
+    _legend_right(ax)
     return fig
 
 
@@ -526,7 +550,7 @@ def gap_heatmap(diff: pd.DataFrame, title: str, significant: pd.DataFrame | None
         labels = labels.where(~star, labels + "*")
         title = f"{title}\n* {ci:.0%} interval (RL seeds × tasks) excludes 0"
     sns.heatmap(diff, ax=ax, cmap="RdBu", center=0, vmin=-lim, vmax=lim, annot=labels.to_numpy() if annot else False,
-                fmt="", annot_kws={"fontsize": 11}, cbar_kws={"label": "points"})  # fmt: skip
+                fmt="", annot_kws={"fontsize": MIN_FONT}, cbar_kws={"label": "points"})  # fmt: skip
     ax.set(title=title, xlabel="K (trajectories sampled)", ylabel="T (turn budget)")
     ax.invert_yaxis()
     return fig
@@ -551,7 +575,7 @@ def gap_heatmaps(
             cells = cells.where(~star, cells + "*")
         annot = cells.to_numpy() if diff.shape[1] <= 16 else False
         sns.heatmap(diff, ax=ax, cmap=cmap, center=0, vmin=-lim, vmax=lim, annot=annot, fmt="", cbar=False,
-                    annot_kws={"fontsize": 11})  # fmt: skip
+                    annot_kws={"fontsize": MIN_FONT})  # fmt: skip
         ax.set(title=title, xlabel="K (trajectories sampled)", ylabel="")
         ax.invert_yaxis()
     axes[0, 0].set_ylabel("T (turn budget)")
@@ -560,7 +584,7 @@ def gap_heatmaps(
     note = "one colour scale for all panels"
     if significant is not None:
         note += f"; * {ci:.0%} interval (RL seeds × tasks) excludes 0"
-    fig.suptitle(note, fontsize=12)
+    fig.suptitle(note, fontsize=MIN_FONT)
     return fig
 
 
@@ -638,12 +662,12 @@ def win_rate_by_depth(
             label=f"paper (all depths): {label(a)} better at {reference:.1%}",
         )
     labels = [
-        f"{d}\nn={n} (+{k} dead)"
+        f"{d}\nn = {n}\n(+{k} dead)"
         for d, n, k in zip(depth["depth_bin"], depth["n_live"], depth["n_dead"], strict=True)
     ]
-    ax.set_xticks(list(x), labels, fontsize=10)
+    ax.set_xticks(list(x), labels, fontsize=MIN_FONT)
     ax.set(xlabel="normalised depth d_t = t / T_max", ylabel="fraction of live states", ylim=(0, 1))
-    ax.legend(frameon=False, fontsize=10, loc="upper left", bbox_to_anchor=(1, 1))
+    ax.legend(frameon=False, fontsize=MIN_FONT, loc="upper left", bbox_to_anchor=(1, 1))
     return fig
 
 
@@ -677,13 +701,13 @@ def error_recovery(
         i = keys.index("rl_vs_base")
         ax1.plot([i - 0.45, i + 0.45], [reference] * 2, color="k", ls=":", lw=2.5,
                  label=f"paper: RL better than the base at {reference:.1%}")  # fmt: skip
-    ax1.legend(frameon=False, fontsize=11, loc="upper center", bbox_to_anchor=(0.5, -0.32))
+    ax1.legend(frameon=False, fontsize=MIN_FONT, loc="upper center", bbox_to_anchor=(0.5, -0.32))
     n_live = sum(superior.get("n_states_per_seed", [])) - sum(superior.get("n_dead_per_seed", []))
     seeds = superior.get("n_seeds")
     where = f"n = {n_live} live error states, {seeds} seeds" if seeds else "live error states"
     ax1.set(ylabel="fraction of live error states", ylim=(0, 1))
     ax1.set_title(
-        f"next action after an injected error\n{where}; {ci:.0%} interval (seeds, states)", fontsize=11
+        f"next action after an injected error\n{where}; {ci:.0%} interval (seeds, states)", fontsize=MIN_FONT
     )
     d = continuation.set_index("model")
     ax2.bar([_wrapped(m) for m in d.index], d["success"], color=[_color(m) for m in d.index],
@@ -697,7 +721,7 @@ def error_recovery(
         ax2.plot([i - 0.45, i + 0.45], [reference_continuation[m]] * 2, color="k", ls=":", lw=2.5,
                  label="paper's continuation success" if j == 0 else None)  # fmt: skip
     if ax2.get_legend_handles_labels()[0]:
-        ax2.legend(frameon=False, fontsize=11, loc="upper center", bbox_to_anchor=(0.5, -0.32))
+        ax2.legend(frameon=False, fontsize=MIN_FONT, loc="upper center", bbox_to_anchor=(0.5, -0.32))
     n = ""
     if "n_states" in d:
         n = f"n = {int(d['n_states'].iloc[0])} error states"
@@ -706,7 +730,7 @@ def error_recovery(
         n += "; "
     ax2.set(ylabel="success from the error state", ylim=(0, 1))
     ax2.set_title(
-        f"continuation with the remaining budget\n{n}{ci:.0%} interval (seeds, states)", fontsize=11
+        f"continuation with the remaining budget\n{n}{ci:.0%} interval (seeds, states)", fontsize=MIN_FONT
     )
     fig.tight_layout()
     return fig
@@ -717,7 +741,7 @@ def nll_histograms(nll: pd.DataFrame, quantile: float = 0.99) -> plt.Figure:
     """Overlapping histograms of per-token action NLL under the base policy, for RL and base actions. The axis
     ends at the `quantile` of all values; the values above it are counted in a hatched overflow bin at the right
     end, and the title and legend say how many there are."""
-    fig, ax = plt.subplots(figsize=(5.8, 3.6))
+    fig, ax = plt.subplots(figsize=(8, 4.6))
     values = nll["nll_mean"].astype(float)
     hi = float(values.quantile(quantile)) or 1.0
     w = hi / 40
@@ -729,7 +753,7 @@ def nll_histograms(nll: pd.DataFrame, quantile: float = 0.99) -> plt.Figure:
         v = g["nll_mean"].astype(float).to_numpy()
         k = int((v > hi).sum())
         shown = np.where(v > hi, hi + w, np.minimum(v, np.nextafter(hi, 0)))
-        text = f"{label(name)} actions (n={len(v)}" + (f", {k} > {hi:.2f}" if over.any() else "") + ")"
+        text = f"{short_label(name)} actions (n={len(v)}" + (f", {k} > {hi:.2f}" if over.any() else "") + ")"
         _, _, patches = ax.hist(shown, bins=edges, alpha=0.55, density=True, label=text,
                                 color=_color("grpo" if name == "rl" else name))  # fmt: skip
         if over.any():
@@ -743,8 +767,8 @@ def nll_histograms(nll: pd.DataFrame, quantile: float = 0.99) -> plt.Figure:
         title = f"all {len(values)} values shown"
     ax.set_xlim(0, edges[-1])
     ax.set(xlabel="per-token NLL under the base policy (nats)", ylabel="density")
-    ax.set_title(title, fontsize=11)
-    ax.legend(frameon=False, fontsize=10, loc="best")
+    ax.set_title(title, fontsize=MIN_FONT)
+    _legend_below(ax, ncol=1)
     return fig
 
 
@@ -753,15 +777,17 @@ def llr_curves(summary: pd.DataFrame, ci: float = 0.95, min_n: int = 10) -> plt.
     """Mean cumulative log-likelihood ratio log pi_RL - log pi_base against the turn, per trajectory source, over
     the trajectories still running at each turn, with its bootstrap interval (`summary`: `llr.by_turn`); below, n
     per turn. Turns with fewer than `min_n` trajectories are drawn as hollow markers without an interval."""
-    fig, (ax, axn) = plt.subplots(
-        2, 1, figsize=(5.8, 4.8), sharex=True, gridspec_kw={"height_ratios": [3, 1.2]}
-    )
+    fig, (ax, axn) = plt.subplots(2, 1, figsize=(8, 6), sharex=True, gridspec_kw={"height_ratios": [3, 1.2]})
     for name, m in summary.groupby("trajectories_of", sort=False):
         c = _color("grpo" if name == "rl" else name)
         ok = m["n"] >= min_n
         ax.plot(m["turn"], m["mean"], color=c, lw=1, ls=":")
         ax.plot(
-            m.loc[ok, "turn"], m.loc[ok, "mean"], marker="o", color=c, label=f"successful {name} trajectories"
+            m.loc[ok, "turn"],
+            m.loc[ok, "mean"],
+            marker="o",
+            color=c,
+            label=f"successful {short_label(name)} trajectories",
         )
         ax.plot(m.loc[~ok, "turn"], m.loc[~ok, "mean"], marker="o", ls="none", mfc="none", color=c)
         band = m[ok]
@@ -775,15 +801,19 @@ def llr_curves(summary: pd.DataFrame, ci: float = 0.95, min_n: int = 10) -> plt.
         [], [], [], color="#999999", alpha=0.3, label=f"band: {interval_note(ci, 'RL seeds, trajectories')}"
     )
     ax.set(ylabel="cumulative log π_RL − log π_base")
-    ax.set_title("mean over the trajectories still running at turn t", fontsize=11)
-    ax.legend(frameon=False, fontsize=10, loc="best")
+    ax.set_title("mean over the trajectories still running at turn t", fontsize=MIN_FONT)
+    handles, texts = ax.get_legend_handles_labels()
+
     axn.axhline(min_n, color="k", lw=0.6, ls="--")
     axn.set_yscale("log")
     axn.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     axn.set(xlabel="turn t", ylabel="n")
+    axn.xaxis.set_major_locator(MaxNLocator(integer=True))
     axn.text(1.0, 1.02, f"trajectories per turn (dashed: {min_n})", transform=axn.transAxes, ha="right",
-             va="bottom", fontsize=10)  # fmt: skip
+             va="bottom", fontsize=MIN_FONT)  # fmt: skip
     fig.tight_layout()
+    # below the figure, after the layout, so that the layout keeps the panels' width (saved with bbox "tight")
+    fig.legend(handles, texts, frameon=False, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=2)
     return fig
 
 
@@ -800,7 +830,7 @@ def budget_lines(table: pd.DataFrame, upper: dict | None = None, ci: float = 0.9
     t = table[~table["method"].str.contains("@")]
     panels = [("full budget", t[~t["method"].str.contains("+", regex=False)]),
               ("BudgetMix", t[t["method"].str.contains("+budgetmix", regex=False)])]  # fmt: skip
-    fig, axes = plt.subplots(1, 2, figsize=(10.5, 3.6), sharey=True)
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.8), sharey=True)
     for ax, (title, d) in zip(axes, panels, strict=True):
         names = list(dict.fromkeys(d["method"]))
         for i, name in enumerate(names):
@@ -816,8 +846,8 @@ def budget_lines(table: pd.DataFrame, upper: dict | None = None, ci: float = 0.9
         ax.set(title=title, xlabel="turn budget (fraction of T_max)", ylim=(0, 1.02))
         ax.set_xticks(sorted(t["fraction"].unique()), [f"{f:.0%}" for f in sorted(t["fraction"].unique())])
     axes[0].set_ylabel("success rate")
-    axes[0].legend(frameon=False, fontsize=10, loc="best")
-    fig.suptitle(f"error bars: {interval_note(ci, _seeds_tasks(t))}", fontsize=11)
+    _legend_below(axes[0], ncol=2)
+    fig.suptitle(f"error bars: {interval_note(ci, _seeds_tasks(t))}", fontsize=MIN_FONT)
     fig.tight_layout()
     return fig
 
@@ -830,7 +860,7 @@ def precision_curve(
     shuffled), one line per budget with intervals; `reference` (method, fraction, success rows of the estimator
     without the process term, GRPO; with low and high its interval as a faint band) as dashed lines of the same
     colours."""
-    fig, ax = plt.subplots(figsize=(6, 3.8))
+    fig, ax = plt.subplots(figsize=(7.5, 4.8))
     colours = sns.color_palette("viridis", n_colors=precision["fraction"].nunique())
     for colour, (f, g) in zip(colours, precision.groupby("fraction"), strict=True):
         g = g.sort_values("level")
@@ -848,7 +878,7 @@ def precision_curve(
     ax.set(xlabel="oracle corruption (share of states with shuffled action values)", ylabel="success rate",
            ylim=(0, 1.02))  # fmt: skip
     ax.set_title(f"oracle-Q: how precise must the step signal be?\nerror bars and bands: {interval_note(ci, what)}",
-                 fontsize=11)  # fmt: skip
-    ax.legend(frameon=False, fontsize=10, title="budget (dashed: GRPO)", title_fontsize=10, loc="best")
+                 fontsize=MIN_FONT)  # fmt: skip
+    _legend_right(ax, title="budget (dashed: GRPO)")
     fig.tight_layout()
     return fig

@@ -7,7 +7,7 @@ import contextlib
 import functools
 import re
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import matplotlib
 import matplotlib.cm
@@ -101,9 +101,18 @@ def _legend_below(ax: plt.Axes, ncol: int = 2, **kw: object) -> None:
     ax.legend(frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.7 / height), ncol=ncol, **kw)
 
 
-def style() -> contextlib.AbstractContextManager:
-    """The kit's figure style (`STYLE`) as a context: every figure function draws inside it."""
-    return plt.rc_context(STYLE)
+@contextlib.contextmanager
+def style() -> Iterator[None]:
+    """The kit's figure style (`STYLE`) as a context: every figure function draws inside it. Only the keys of
+    `STYLE` are set and restored: `plt.rc_context` would restore every rcParam, among them `interactive`, which
+    the notebook's inline backend turns on when it draws the first figure; set back to off, no later figure of the
+    notebook would be shown."""
+    saved = {k: plt.rcParams[k] for k in STYLE}
+    plt.rcParams.update(STYLE)
+    try:
+        yield
+    finally:
+        plt.rcParams.update(saved)
 
 
 def _styled(func: Callable[..., plt.Figure]) -> Callable[..., plt.Figure]:

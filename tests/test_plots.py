@@ -461,3 +461,18 @@ def test_win_rate_and_error_recovery_mark_50_percent_and_the_papers_number():
     assert "paper's continuation success" in [t.get_text() for t in right.get_legend().get_texts()]
     colours = {tuple(p.get_facecolor()) for p in right.patches}
     assert len(colours) == 2  # one colour per model
+
+
+def test_style_restores_only_its_own_keys_so_a_notebook_keeps_showing_figures():
+    """The inline backend turns `interactive` on while the first figure is drawn (inside `style()`); restoring
+    every rcParam, as `plt.rc_context` does, turned it off again and no later figure of a notebook was shown."""
+    before = {k: plt.rcParams[k] for k in plots.STYLE}
+    interactive = plt.rcParams["interactive"]
+    try:
+        with plots.style():
+            assert plt.rcParams["font.size"] == plots.STYLE["font.size"]
+            plt.rcParams["interactive"] = not interactive  # what the backend does on first use
+        assert plt.rcParams["interactive"] is (not interactive)
+        assert {k: plt.rcParams[k] for k in plots.STYLE} == before
+    finally:
+        plt.rcParams["interactive"] = interactive

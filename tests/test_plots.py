@@ -476,3 +476,12 @@ def test_style_restores_only_its_own_keys_so_a_notebook_keeps_showing_figures():
         assert {k: plt.rcParams[k] for k in plots.STYLE} == before
     finally:
         plt.rcParams["interactive"] = interactive
+
+
+def test_every_figure_function_draws_inside_the_kit_style():
+    import inspect
+
+    figures = [f for name, f in vars(plots).items() if inspect.isfunction(f) and not name.startswith("_")
+               and inspect.signature(f).return_annotation in ("plt.Figure", plt.Figure)]  # fmt: skip
+    assert len(figures) >= 15
+    assert [f.__name__ for f in figures if not hasattr(f, "__wrapped__")] == []

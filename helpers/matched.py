@@ -196,14 +196,23 @@ def comparison_row(d: dict) -> dict:
     return row | {"t_low": v.get("low"), "t_high": v.get("high"), "mde": v.get("mde")}
 
 
-def figures(r: Probe, ci: float = 0.95) -> dict[str, plt.Figure]:
-    """The notebook's figures by file name (none where nothing was probed)."""
+def figures(r: Probe, ci: float = 0.95, env: str | None = None) -> dict[str, plt.Figure]:
+    """The notebook's figures by file name (none where nothing was probed), with the paper's fraction of matched
+    states where RL is better for `env` (by default the tasks' environment; FrozenLake's where the paper reports
+    none) as a reference line."""
     if not r.has_oracle:
         return {}
+    env = env or (r.tasks[0].env if r.tasks else "frozenlake")
+    reported = env if env in paper.MATCHED_STATES_RL_BETTER else "frozenlake"
     return {
         "quality_distributions": plots.quality_distributions(r.per_state[~r.per_state["dead"]]),
         "rl_win_rate_by_depth": plots.win_rate_by_depth(
-            r.depth[r.depth["comparison"] == "rl vs base"], "rl", "base", r.depth_intervals, ci
+            r.depth[r.depth["comparison"] == "rl vs base"],
+            "rl",
+            "base",
+            r.depth_intervals,
+            ci,
+            paper.value(paper.MATCHED_STATES_RL_BETTER[reported]),
         ),
     }
 

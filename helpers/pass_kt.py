@@ -245,18 +245,25 @@ def on_solvable(
 def heatmaps(sw: Sweep, g: pd.DataFrame, per_k: pd.DataFrame, out: store.Run, n_boot: int = 1000,
              ci: float = 0.95, seed: int = 0) -> dict[str, pd.DataFrame]:  # fmt: skip
     """RL minus base (or the sharpened base) over (K, T) in points, mean over RL seeds, for each of `HEATMAPS`:
-    {"grpo-base": T x K}; each saved as the figure `gap_<a>_minus_<b>`, cells whose interval excludes 0 marked."""
+    {"grpo-base": T x K}; all of them in the figure `gap_heatmaps` (one colour scale, one colourbar) and each in
+    `gap_<a>_minus_<b>` on the same scale (saved, not shown twice), cells whose interval excludes 0 marked."""
     wide = g.pivot_table(index=["T", "K"], columns="model", values="pass")
-    heat = {}
+    heat, excludes_0, titles = {}, {}, {}
     for a, b in HEATMAPS:
         heat[f"{a}-{b}"] = (100 * (wide[a] - wide[b])).unstack("K")
         gap_k = metrics.method_difference(per_k, sw.methods[a], sw.methods[b], "pass", ["T", "K"], 100, n_boot,
                                           ci, seed)  # fmt: skip
-        excludes_0 = gap_k.assign(s=(gap_k["low"] > 0) | (gap_k["high"] < 0)).pivot(
+        excludes_0[f"{a}-{b}"] = gap_k.assign(s=(gap_k["low"] > 0) | (gap_k["high"] < 0)).pivot(
             index="T", columns="K", values="s"
         )
-        title = f"{a} minus {b}, Pass@(K,T) in points"
-        out.save_figure(plots.gap_heatmap(heat[f"{a}-{b}"], title, excludes_0, ci), f"gap_{a}_minus_{b}")
+        titles[f"{a}-{b}"] = f"{plots.label(a)} minus {plots.label(b)}"
+    lim = plots.shared_limit(list(heat.values()))
+    for (a, b), key in zip(HEATMAPS, heat, strict=True):
+        fig = plots.gap_heatmap(heat[key], f"{titles[key]}, Pass@(K,T) in points", excludes_0[key], ci, lim)
+        out.save_figure(fig, f"gap_{a}_minus_{b}")
+        plt.close(fig)
+    panels = {titles[k]: heat[k] for k in heat}
+    out.save_figure(plots.gap_heatmaps(panels, {titles[k]: excludes_0[k] for k in heat}, ci), "gap_heatmaps")
     return heat
 
 

@@ -3,7 +3,16 @@ save it through `helpers.store.Run.save_figure` (PNG and PDF, byte-stable)."""
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import re
+import textwrap
+from collections.abc import Callable, Iterator
+
 import matplotlib
+import matplotlib.cm
+import matplotlib.colors
+import matplotlib.patches
 
 if matplotlib.get_backend().lower() == "agg" or not matplotlib.get_backend():
     matplotlib.use("Agg")
@@ -11,11 +20,15 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import seaborn as sns
-from matplotlib.ticker import FuncFormatter, NullLocator
+from matplotlib.ticker import FuncFormatter, MaxNLocator, NullLocator
 
 from helpers import fmt, metrics
 
 sns.set_theme(style="whitegrid", context="notebook")
+# A slide-readable style for every figure (`style`): no text smaller than 12 pt (`MIN_FONT`).
+MIN_FONT = 12
+STYLE = {"font.size": 12, "axes.titlesize": 13, "axes.labelsize": 12, "xtick.labelsize": 12, "ytick.labelsize": 12,
+         "legend.fontsize": 12, "legend.title_fontsize": 12, "figure.titlesize": 14, "lines.linewidth": 2.0}  # fmt: skip
 # Every legend names loc="best" itself: matplotlib warns when placing a legend at the default loc took more than a
 # second of wall-clock time. The placement does not depend on the time, only the warning does (a loaded machine
 # printed it into notebook 04's output), and matplotlib gives it only where loc was left to its default.
@@ -33,6 +46,84 @@ PALETTE = {
     "ppo": "#8c564b",
     "oracle_q": "#17becf",
 }
+
+
+# Plain words for the roster's raw names, in one place: every legend and tick goes through `label`.
+LABELS = {
+    "base": "base",
+    "sharp": "sharpened base (lower temperature)",
+    "grpo": "GRPO",
+    "budgetmix": "BudgetMix",
+    "rl": "RL",
+    "rl_sharp": "RL, decoded as the sharpened base",
+    "grpo-sharp": "GRPO, decoded as the sharpened base",
+    "budgetmix-sharp": "BudgetMix, decoded as the sharpened base",
+    "gigpo": "GiGPO",
+    "ppo": "PPO",
+    "oracle_q": "oracle-Q process reward",
+}
+
+
+def label(name: str) -> str:
+    """A model's or method's plain-word name for a figure: `sharp` -> `sharpened base (lower temperature)`,
+    `grpo-s0` -> `GRPO seed 0`, `grpo-s0-sharp` -> `GRPO seed 0, decoded as the sharpened base`."""
+    low = name.lower()
+    if low in LABELS:
+        return LABELS[low]
+    m = re.fullmatch(r"(.+?)-s(\d+)(-sharp)?", low)
+    if m and m.group(1) in LABELS:
+        tail = ", decoded as the sharpened base" if m.group(3) else ""
+        return f"{LABELS[m.group(1)]} seed {m.group(2)}{tail}"
+    if "+" in low:
+        return " + ".join(label(part) for part in name.split("+"))
+    return name
+
+
+def short_label(name: str) -> str:
+    """`label(name)` without its parenthetical (`sharp` -> `sharpened base`), where space is short."""
+    return re.sub(r" \(.*?\)", "", label(name))
+
+
+def _wrapped(name: str, width: int = 16) -> str:
+    """`short_label(name)` broken into lines of about `width` characters, for tick labels."""
+    return textwrap.fill(short_label(name), width)
+
+
+def _legend_right(ax: plt.Axes, **kw: object) -> None:
+    """The axes' legend outside it, to the right, where it cannot hide data at slide font sizes."""
+    ax.legend(frameon=False, loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0, **kw)
+
+
+def _legend_below(ax: plt.Axes, ncol: int = 2, **kw: object) -> None:
+    """The axes' legend outside it, below its tick labels and axis label."""
+    fig = ax.get_figure()
+    height = ax.get_position().height * fig.get_figheight()  # inches
+    ax.legend(frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.7 / height), ncol=ncol, **kw)
+
+
+@contextlib.contextmanager
+def style() -> Iterator[None]:
+    """The kit's figure style (`STYLE`) as a context: every figure function draws inside it. Only the keys of
+    `STYLE` are set and restored: `plt.rc_context` would restore every rcParam, among them `interactive`, which
+    the notebook's inline backend turns on when it draws the first figure; set back to off, no later figure of the
+    notebook would be shown."""
+    saved = {k: plt.rcParams[k] for k in STYLE}
+    plt.rcParams.update(STYLE)
+    try:
+        yield
+    finally:
+        plt.rcParams.update(saved)
+
+
+def _styled(func: Callable[..., plt.Figure]) -> Callable[..., plt.Figure]:
+    """Draw `func`'s figure inside `style()`."""
+
+    @functools.wraps(func)
+    def wrapper(*args: object, **kwargs: object) -> plt.Figure:
+        with style():
+            return func(*args, **kwargs)
+
+    return wrapper
 
 
 # ------------------------------------------------------------------------------------------ numbers, tables
@@ -94,9 +185,10 @@ def interval_note(ci: float, over: str) -> str:
 # ------------------------------------------------------------------------------------------------- figures
 
 
+@_styled
 def upper_bound(df: pd.DataFrame, t_max: int) -> plt.Figure:
     """Structural upper bound (best success within T turns) against the budget T."""
-    fig, ax = plt.subplots(figsize=(5, 3.2))
+    fig, ax = plt.subplots(figsize=(6, 4))
     ax.plot(
         df["T"], df["upper_bound"], marker="o", color=PALETTE["upper bound"], label="structural upper bound"
     )
@@ -107,7 +199,7 @@ def upper_bound(df: pd.DataFrame, t_max: int) -> plt.Figure:
     ax.set(
         xlabel="turn budget T", ylabel="success probability", ylim=(-0.02, 1.02), title="FrozenLake test maps"
     )
-    ax.legend(frameon=False, fontsize=9, loc="best")
+    _legend_right(ax)
     return fig
 
 
@@ -121,12 +213,13 @@ def _color(name: str) -> str | None:
     return PALETTE.get(key) or PALETTE.get(_algorithm(key))
 
 
+@_styled
 def testbed(curve: pd.DataFrame, t_max: int) -> plt.Figure:
     """Left: success within T turns of the budget-aware optimum (the structural upper bound), the best budget-blind
     policy for T_max, the greedy habit, the demonstrator and the base (in the context it plays in, with its
     interval, and in the one-turn context). Right: the three headrooms stacked (noise, habit, budget awareness),
     which sum to the optimum minus the demonstrator."""
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10.5, 3.6), gridspec_kw={"width_ratios": [1.6, 1]})
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 5.2), gridspec_kw={"width_ratios": [1.6, 1]})
     ax1.plot(
         curve["T"], curve["upper_bound"], "o-", color=PALETTE["upper bound"], label="budget-aware optimum"
     )
@@ -142,71 +235,163 @@ def testbed(curve: pd.DataFrame, t_max: int) -> plt.Figure:
         )
     ax1.axvline(t_max, color="k", lw=0.8, alpha=0.3)
     ax1.set(xlabel="turn budget T", ylabel="success within T turns", ylim=(0, 1), title="test maps")
-    ax1.legend(frameon=False, fontsize=8, loc="best")
+    _legend_below(ax1, ncol=2)
     bottom = np.zeros(len(curve))
-    for column, label, color in (("noise_points", "noise", "#c7c7c7"), ("habit_points", "habit", "#7f7f7f"),
-                                 ("budget_awareness_points", "budget awareness", PALETTE["upper bound"])):  # fmt: skip
-        ax2.bar(curve["T"], curve[column], bottom=bottom, color=color, label=label)
+    for column, text, color in (("noise_points", "noise", "#c7c7c7"), ("habit_points", "habit", "#7f7f7f"),
+                                ("budget_awareness_points", "budget awareness", PALETTE["upper bound"])):  # fmt: skip
+        ax2.bar(curve["T"], curve[column], bottom=bottom, color=color, label=text)
         bottom = bottom + curve[column].to_numpy()
     ax2.axhline(0, color="k", lw=0.6)
     ax2.set(xlabel="turn budget T", ylabel="points", title="headrooms (exact)")
-    ax2.legend(frameon=False, fontsize=8, loc="upper left")
+    _legend_below(ax2, ncol=1)
     fig.tight_layout()
     return fig
 
 
+def _change_band(by_seed: dict[int, pd.DataFrame], col: str, n_boot: int, ci: float) -> pd.DataFrame | None:
+    """Per RL step: the change of a logged metric from step 0, per unit (map or pool state) and seed, its mean and
+    a paired percentile interval over seeds and units (the same units are scored at every step), from the metric's
+    per-unit column; None where the runs logged none or the units differ between steps."""
+    frames = list(by_seed.values())
+    units = metrics.units_column(frames, col)
+    if units is None:
+        return None
+    per_step: dict[int, list[np.ndarray]] = {}
+    for m in frames:
+        logged = {int(t): metrics._unit_values(v) for t, v in zip(m["step"], m[units], strict=True)}
+        logged = {t: v for t, v in logged.items() if v.size and not np.all(np.isnan(v))}
+        if not logged:
+            return None
+        start = logged[min(logged)]
+        for t, v in logged.items():
+            if v.size != start.size:
+                return None
+            per_step.setdefault(t, []).append(v - start)
+    rows = []
+    for t, diffs in sorted(per_step.items()):
+        clean = [d[~np.isnan(d)] for d in diffs]
+        if any(d.size == 0 for d in clean):
+            continue
+        point, low, high = metrics.nested_bootstrap(clean, n_boot=n_boot, ci=ci, seed=0)
+        rows.append({"step": t, "mean": point, "low": low, "high": high})
+    return pd.DataFrame(rows) if rows else None
+
+
+def _seed_word(n: int) -> str:
+    return f"{n} seed{'s' if n != 1 else ''}"
+
+
+def _units(by_seed: dict[int, pd.DataFrame], col: str) -> str | None:
+    """What a logged metric is a mean over ("maps" or "pool states"), None where the runs logged no per-unit values."""
+    units = metrics.units_column(list(by_seed.values()), col)
+    return None if units is None else ("maps" if units.endswith("_by_task") else "pool states")
+
+
+@_styled
 def seed_curves(
     runs: dict[str, dict[int, pd.DataFrame]], columns: dict[str, str], title: str = "",
-    bands: dict[str, dict[str, pd.DataFrame | None]] | None = None, ci: float = 0.95,
+    bands: dict[str, dict[str, pd.DataFrame | None]] | None = None, ci: float = 0.95, n_boot: int = 400,
 ) -> plt.Figure:  # fmt: skip
-    """One panel per metric column against the RL step: per method each seed as a thin line, the mean over RL
-    seeds (thick line) and a band. `runs[method][seed]` is that run's metrics log. Where `bands[method][col]` holds
-    the metric's intervals over seeds and units (maps or pool states; `metrics.seed_bands`) the mean and the band
-    are those; otherwise the band is the range of the seeds."""
-    fig, axes = plt.subplots(1, len(columns), figsize=(4.2 * len(columns), 3.6), squeeze=False)
-    for ax, (col, label) in zip(axes[0], columns.items(), strict=True):
-        bands_drawn: set[str] = set()
-        for method, by_seed in runs.items():
+    """Per metric column (panel columns) against the RL step. Top, the level: per method the mean over RL seeds,
+    each seed as a thin line where there are several and, for a single method, its band (where `bands[method][col]`
+    holds the level's intervals over seeds and units, `metrics.seed_bands`, those; otherwise the range of the
+    seeds); with several methods no level band, as bands that overlap from step 0 would hide the change. Bottom,
+    the change from step 0 (what the paper's claims are about): per method its mean with a paired interval over
+    seeds and units (`_change_band`) as error bars, methods offset so they do not hide each other, and a line at 0.
+    One legend below says what is drawn, with the actual number of seeds."""
+    n_methods = len(runs)
+    fig, axes = plt.subplots(2, len(columns), figsize=(5.2 * len(columns), 7.4), squeeze=False, sharex=True)
+    level_bands = n_methods == 1
+    multi = any(len(by_seed) > 1 for by_seed in runs.values())
+    notes: dict[str, str] = {}  # what the bands and error bars are, per panel
+    drawn = {"band": False, "range": False, "change": False}
+    for j, (col, ylabel) in enumerate(columns.items()):
+        ax, axc = axes[0, j], axes[1, j]
+        for i, (method, by_seed) in enumerate(runs.items()):
             c = _color(method)
-            n = len(by_seed)
-            name = f"{method} ({n} seed{'s' if n != 1 else ''})"
             iv = ((bands or {}).get(method) or {}).get(col)
             if iv is not None:
-                for k in by_seed:
-                    if k in iv:
-                        ax.plot(iv["step"], iv[k], color=c, lw=0.6, alpha=0.35)
-                ax.plot(iv["step"], iv["mean"], marker="o", ms=3, color=c, label=name)
-                ax.fill_between(iv["step"], iv["low"], iv["high"], color=c, alpha=0.15)
-                units = (
-                    "maps"
-                    if metrics.units_column(list(by_seed.values()), col).endswith("_by_task")
-                    else "pool states"
+                level = pd.DataFrame({"step": iv["step"], "mean": iv["mean"]})
+                seeds = {k: iv[k] for k in by_seed if k in iv}
+            else:
+                wide = pd.concat(
+                    [m.dropna(subset=[col])[["step", col]].set_index("step")[col] for m in by_seed.values()],
+                    axis=1,
                 )
-                bands_drawn.add(f"{ci:.0%} bootstrap interval, {'seeds × ' if n > 1 else ''}{units}")
-                continue
-            frames = [m.dropna(subset=[col])[["step", col]].set_index("step")[col] for m in by_seed.values()]
-            wide = pd.concat(frames, axis=1)
-            for k in wide.columns:
-                ax.plot(wide.index, wide[k], color=c, lw=0.6, alpha=0.35)
-            ax.plot(wide.index, wide.mean(axis=1), marker="o", ms=3, color=c, label=name)
-            ax.fill_between(wide.index, wide.min(axis=1), wide.max(axis=1), color=c, alpha=0.12)
-            bands_drawn.add("range of the seeds")
-        ax.set(xlabel="RL step", ylabel=label)
-        ax.set_title("band: " + "; ".join(sorted(bands_drawn)), fontsize=8)
+                level = pd.DataFrame({"step": wide.index, "mean": wide.mean(axis=1).to_numpy()})
+                seeds = {k: wide.iloc[:, n] for n, k in enumerate(by_seed)}
+            if multi:
+                for v in seeds.values():
+                    ax.plot(level["step"], np.asarray(v), color=c, lw=0.7, alpha=0.35)
+            ax.plot(level["step"], level["mean"], marker="o", ms=4, color=c,
+                    label=f"{label(method)} ({_seed_word(len(by_seed))})")  # fmt: skip
+            if level_bands and iv is not None:
+                ax.fill_between(iv["step"], iv["low"], iv["high"], color=c, alpha=0.15)
+                drawn["band"] = True
+            elif level_bands and len(by_seed) > 1:
+                ax.fill_between(wide.index, wide.min(axis=1), wide.max(axis=1), color=c, alpha=0.12)
+                drawn["range"] = True
+            units = _units(by_seed, col)
+            if units:
+                notes[ylabel] = units
+            ch = _change_band(by_seed, col, n_boot, ci)
+            drawn_steps = np.asarray(ch["step"] if ch is not None else level["step"], dtype=float)
+            spacing = float(np.min(np.diff(drawn_steps))) if len(drawn_steps) > 1 else 1.0
+            offset = (i - (n_methods - 1) / 2) * 0.15 * spacing
+            if ch is not None:
+                axc.errorbar(ch["step"] + offset, ch["mean"], yerr=[ch["mean"] - ch["low"], ch["high"] - ch["mean"]],
+                             fmt="o-", ms=4, capsize=3, color=c)  # fmt: skip
+                drawn["change"] = True
+            else:
+                axc.plot(
+                    level["step"] + offset, level["mean"] - level["mean"].iloc[0], marker="o", ms=4, color=c
+                )
+        axc.axhline(0, color="k", lw=1.2)
+        ax.set(ylabel="level")
+        ax.set_title(ylabel, fontsize=MIN_FONT)
+        axc.set(xlabel="RL step", ylabel="change from step 0")
     handles, labels = axes[0, 0].get_legend_handles_labels()
-    handles.append(plt.Line2D([], [], color="#999999", lw=0.6))
-    labels.append("thin lines: single seeds")
-    axes[0, 0].legend(handles, labels, frameon=False, fontsize=7, loc="best")
+    if multi:
+        handles.append(plt.Line2D([], [], color="#777777", lw=0.7))
+        labels.append("thin lines: each RL seed")
+    if drawn["band"]:
+        handles.append(matplotlib.patches.Patch(color="#999999", alpha=0.3))
+        labels.append("top band: interval of the level")
+    if drawn["range"]:
+        handles.append(matplotlib.patches.Patch(color="#999999", alpha=0.25))
+        labels.append("top band: range of the seeds")
+    if drawn["change"]:
+        handles.append(plt.Line2D([], [], color="#555555", marker="o", ls="-"))
+        labels.append("bottom: change from step 0 with its interval")
+    ncol = min(len(labels), 3)
+    rows = -(-len(labels) // ncol)
+    fig.legend(handles, labels, frameon=False, loc="lower center", ncol=ncol, bbox_to_anchor=(0.5, 0.07))
+    over = "RL seeds × " if multi else ""
+    what = _by_units(notes)
+    note = f"intervals: {ci:.0%} bootstrap over {over}units; the units are {what or 'those logged'}" + (
+        "; the change is paired (the same units at every step)" if drawn["change"] else ""
+    )
+    fig.text(0.5, 0.005, textwrap.fill(note, 40 * len(columns)), ha="center", va="bottom", fontsize=MIN_FONT)
     if title:
         fig.suptitle(title)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.045 * rows + 0.1, 1, 1))
     return fig
 
 
+def _by_units(notes: dict[str, str]) -> str:
+    """{panel label: units} -> "maps for R_multi (...) and R_single (...), pool states for R_single (...)": which
+    panels are means over what."""
+    groups: dict[str, list[str]] = {}
+    for name, units in notes.items():
+        groups.setdefault(units, []).append(name)
+    return ", ".join(f"{units} for {' and '.join(names)}" for units, names in groups.items())
+
+
+@_styled
 def training_curves(m: pd.DataFrame, title: str) -> plt.Figure:
     """R_multi (success at the full budget on fixed training maps, and the training batch's success) and
     R_single (mean step quality on the fixed probe pool) against the RL step."""
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.4))
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.6))
     batch = m.dropna(subset=["success"]) if "success" in m else m.iloc[0:0]
     if len(batch):
         ax1.plot(batch["step"], batch["success"].rolling(5, min_periods=1).mean(), color="#9ecae1",
@@ -214,7 +399,7 @@ def training_curves(m: pd.DataFrame, title: str) -> plt.Figure:
     ev = m.dropna(subset=["eval_success"])
     ax1.plot(ev["step"], ev["eval_success"], marker="o", color=PALETTE["grpo"], label="R_multi (full budget)")
     ax1.set(xlabel="RL step", ylabel="success", title=f"{title}: trajectory level", ylim=(-0.02, 1.02))
-    ax1.legend(frameon=False, fontsize=8, loc="best")
+    _legend_below(ax1, ncol=1)
     rs = m.dropna(subset=["r_single"])
     ax2.plot(rs["step"], rs["r_single"], marker="o", color=PALETTE["budgetmix"])
     ax2.set(xlabel="RL step", ylabel="R_single (mean step quality)", title=f"{title}: step level")
@@ -222,14 +407,15 @@ def training_curves(m: pd.DataFrame, title: str) -> plt.Figure:
     return fig
 
 
+@_styled
 def compare_curves(runs: dict[str, pd.DataFrame], column: str, ylabel: str) -> plt.Figure:
     """One metric of several RL runs against the step (e.g. R_single of GRPO and BudgetMix)."""
-    fig, ax = plt.subplots(figsize=(5.5, 3.4))
+    fig, ax = plt.subplots(figsize=(7, 4.4))
     for name, m in runs.items():
         d = m.dropna(subset=[column])
-        ax.plot(d["step"], d[column], marker="o", label=name, color=_color(name))
+        ax.plot(d["step"], d[column], marker="o", label=label(name), color=_color(name))
     ax.set(xlabel="RL step", ylabel=ylabel)
-    ax.legend(frameon=False, loc="best")
+    _legend_right(ax)
     return fig
 
 
@@ -242,13 +428,14 @@ def _seeds_tasks(table: pd.DataFrame) -> str:
     return f"{tasks} (one RL seed per method)" if "n_seeds" in table else tasks
 
 
+@_styled
 def budget_bars(table: pd.DataFrame, upper: dict | None = None, ci: float = 0.95) -> plt.Figure:
     """Grouped bars: success per budget (fraction of T_max) per model, with confidence intervals.
 
     `table` has columns model, fraction, budget, success, low, high (and n_seeds, n_tasks from
     `metrics.method_summary`: the legend and title say what the error bars resampled).
     """
-    fig, ax = plt.subplots(figsize=(7, 3.8))
+    fig, ax = plt.subplots(figsize=(9, 4.6))
     order = list(PALETTE)
     names = sorted(dict.fromkeys(table["model"]), key=lambda n: order.index(n) if n in order else len(order))
     fracs = sorted(table["fraction"].unique())
@@ -257,8 +444,8 @@ def budget_bars(table: pd.DataFrame, upper: dict | None = None, ci: float = 0.95
         d = table[table["model"] == name].set_index("fraction").loc[fracs]
         x = [j + (i - (len(names) - 1) / 2) * width for j in range(len(fracs))]
         n = int(d["n_seeds"].iloc[0]) if "n_seeds" in d else 1
-        label = f"{name} ({n} seeds)" if n > 1 else name
-        ax.bar(x, d["success"], width, label=label, color=_color(name),
+        text = f"{label(name)} ({n} seeds)" if n > 1 else label(name)
+        ax.bar(x, d["success"], width, label=text, color=_color(name),
                yerr=[d["success"] - d["low"], d["high"] - d["success"]], capsize=3)  # fmt: skip
     if upper:
         ax.scatter(range(len(fracs)), [upper[f] for f in fracs], marker="_", s=600, color="k", zorder=3,
@@ -266,8 +453,8 @@ def budget_bars(table: pd.DataFrame, upper: dict | None = None, ci: float = 0.95
     budgets = table.drop_duplicates("fraction").set_index("fraction").loc[fracs, "budget"]
     ax.set_xticks(range(len(fracs)), [f"{f:.0%}\n(T={b})" for f, b in zip(fracs, budgets, strict=True)])
     ax.set(xlabel="turn budget (fraction of T_max)", ylabel="success rate", ylim=(0, 1.05))
-    ax.set_title(f"error bars: {interval_note(ci, _seeds_tasks(table))}", fontsize=9)
-    ax.legend(frameon=False, fontsize=8, ncol=2, loc="best")
+    ax.set_title(f"error bars: {interval_note(ci, _seeds_tasks(table))}", fontsize=MIN_FONT)
+    _legend_below(ax, ncol=2)
     return fig
 
 
@@ -283,6 +470,7 @@ def _log2_k_axis(ax: plt.Axes, ks: list[int]) -> None:
     ax.set_xlim(ks[0] / 1.25, ks[-1] * 1.25)
 
 
+@_styled
 def pass_at_k_curves(table: pd.DataFrame, upper: dict | None = None, ci: float = 0.95) -> plt.Figure:
     """Pass@K against K (log2 axis), one panel per budget T, one line per model, with its interval as a band where
     `table` has columns low and high (`metrics.method_summary` per K: over RL seeds and tasks), and the structural
@@ -290,12 +478,12 @@ def pass_at_k_curves(table: pd.DataFrame, upper: dict | None = None, ci: float =
     Ts = sorted(table["T"].unique())
     cols = min(4, len(Ts))
     rows = -(-len(Ts) // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 2.8 * rows + 0.5), sharey=True, squeeze=False)
+    fig, axes = plt.subplots(rows, cols, figsize=(3.8 * cols, 3.2 * rows + 0.6), sharey=True, squeeze=False)
     has_band = {"low", "high"} <= set(table.columns)
     for ax, T in zip(axes.flat, Ts, strict=False):
         d = table[table["T"] == T].sort_values("K")
         for name, g in d.groupby("model", sort=False):
-            ax.plot(g["K"], g["pass"], label=name, color=_color(name))
+            ax.plot(g["K"], g["pass"], label=label(name), color=_color(name))
             if has_band:
                 ax.fill_between(g["K"], g["low"], g["high"], color=_color(name), alpha=0.15, lw=0)
         if upper and upper.get(T):
@@ -305,14 +493,27 @@ def pass_at_k_curves(table: pd.DataFrame, upper: dict | None = None, ci: float =
         ax.set(title=f"T = {T}", xlabel="K", ylim=(0, 1.02))
     for ax in axes.flat[len(Ts) :]:
         ax.axis("off")
-    axes[0, 0].set_ylabel("Pass@(K, T)")
-    axes[0, 0].legend(frameon=False, fontsize=7, loc="best")
+    for row in axes:
+        row[0].set_ylabel("Pass@(K, T)")
+    handles, texts = axes[0, 0].get_legend_handles_labels()
+    ncol = min(len(texts), 3)
+    fig.legend(
+        handles,
+        texts,
+        frameon=False,
+        fontsize=MIN_FONT,
+        loc="lower center",
+        ncol=ncol,
+        bbox_to_anchor=(0.5, 0),
+    )
     if has_band:
-        fig.suptitle(f"Pass@(K, T); bands: {interval_note(ci, _seeds_tasks(table))}", fontsize=10)
-    fig.tight_layout()
+        fig.suptitle(f"Pass@(K, T); bands: {interval_note(ci, _seeds_tasks(table))}", fontsize=MIN_FONT)
+    legend_in = 0.3 * -(-len(texts) // ncol) + 0.2  # the legend's height below the panels, in inches
+    fig.tight_layout(rect=(0, legend_in / fig.get_figheight(), 1, 1))
     return fig
 
 
+@_styled
 def pass_at_t_curves(
     table: pd.DataFrame, upper: dict | None = None, k: int = 8, ci: float = 0.95
 ) -> plt.Figure:
@@ -320,26 +521,37 @@ def pass_at_t_curves(
 
     `table` has columns model, T, pass, low, high (and n_seeds, n_tasks from `metrics.method_summary`).
     """
-    fig, ax = plt.subplots(figsize=(5.5, 3.8))
+    fig, ax = plt.subplots(figsize=(7, 4.6))
     for name, g in table.groupby("model", sort=False):
-        ax.plot(g["T"], g["pass"], marker="o", label=name, color=_color(name))
+        ax.plot(g["T"], g["pass"], marker="o", label=label(name), color=_color(name))
         ax.fill_between(g["T"], g["low"], g["high"], alpha=0.15, color=_color(name))
     if upper:
         Ts = sorted(upper)
         ax.plot(Ts, [upper[T] for T in Ts], "k--", lw=1, label="structural upper bound")
     ax.set(xlabel="turn budget T", ylabel=f"Pass@(K={k}, T)", ylim=(0, 1.02))
-    ax.set_title(f"bands: {interval_note(ci, _seeds_tasks(table))}", fontsize=9)
-    ax.legend(frameon=False, fontsize=8, loc="best")
+    ax.set_title(f"bands: {interval_note(ci, _seeds_tasks(table))}", fontsize=MIN_FONT)
+    _legend_right(ax)
     return fig
 
 
-def gap_heatmap(diff: pd.DataFrame, title: str, significant: pd.DataFrame | None = None, ci: float = 0.95
-                ) -> plt.Figure:  # fmt: skip
+def shared_limit(frames: list[pd.DataFrame]) -> float:
+    """One symmetric colour limit for several heatmaps: the largest absolute value over all of them (at least 1)."""
+    vals = [
+        float(np.nanmax(np.abs(f.to_numpy()))) for f in frames if f.size and np.isfinite(f.to_numpy()).any()
+    ]
+    return max([1.0, *vals])
+
+
+@_styled
+def gap_heatmap(diff: pd.DataFrame, title: str, significant: pd.DataFrame | None = None, ci: float = 0.95,
+                lim: float | None = None) -> plt.Figure:  # fmt: skip
     """RL minus base over (K, T), in percentage points (rows T, columns K). Annotations are whole points, a value
     that rounds to zero printed as 0; with `significant` (a boolean frame of the same shape: the difference's
-    interval excludes 0) those cells are starred and the title says so."""
-    fig, ax = plt.subplots(figsize=(7, 3.8))
-    lim = max(1.0, float(np.nanmax(np.abs(diff.to_numpy()))) if diff.size else 1.0)
+    interval excludes 0) those cells are starred and the title says so. `lim` (points) fixes the colour scale at
+    [-lim, +lim], so that comparable heatmaps share one scale (`shared_limit`); by default it is this one's largest
+    absolute value."""
+    fig, ax = plt.subplots(figsize=(8, 4.4))
+    lim = shared_limit([diff]) if lim is None else lim
     annot = diff.shape[1] <= 16
     labels = diff.map(lambda v: number(v, 0))
     if significant is not None:
@@ -347,91 +559,178 @@ def gap_heatmap(diff: pd.DataFrame, title: str, significant: pd.DataFrame | None
         labels = labels.where(~star, labels + "*")
         title = f"{title}\n* {ci:.0%} interval (RL seeds × tasks) excludes 0"
     sns.heatmap(diff, ax=ax, cmap="RdBu", center=0, vmin=-lim, vmax=lim, annot=labels.to_numpy() if annot else False,
-                fmt="", annot_kws={"fontsize": 8}, cbar_kws={"label": "points"})  # fmt: skip
+                fmt="", annot_kws={"fontsize": MIN_FONT}, cbar_kws={"label": "points"})  # fmt: skip
     ax.set(title=title, xlabel="K (trajectories sampled)", ylabel="T (turn budget)")
     ax.invert_yaxis()
     return fig
 
 
+@_styled
+def gap_heatmaps(
+    diffs: dict[str, pd.DataFrame], significant: dict[str, pd.DataFrame] | None = None, ci: float = 0.95
+) -> plt.Figure:
+    """Several RL-minus-reference heatmaps over (K, T) side by side (`diffs`: {panel title: T x K, in points}),
+    on one colour scale (`shared_limit`) with one colourbar, so that equal colours mean equal gaps in every panel;
+    cells whose interval excludes 0 (`significant`, same keys) are starred."""
+    lim = shared_limit(list(diffs.values()))
+    n = len(diffs)
+    fig, axes = plt.subplots(1, n, figsize=(6.2 * n + 1.2, 4.8), squeeze=False, sharey=True)
+    cmap = "RdBu"
+    for ax, (title, diff) in zip(axes[0], diffs.items(), strict=True):
+        cells = diff.map(lambda v: number(v, 0))
+        sig = (significant or {}).get(title)
+        if sig is not None:
+            star = sig.reindex(index=diff.index, columns=diff.columns).fillna(False).astype(bool)
+            cells = cells.where(~star, cells + "*")
+        annot = cells.to_numpy() if diff.shape[1] <= 16 else False
+        sns.heatmap(diff, ax=ax, cmap=cmap, center=0, vmin=-lim, vmax=lim, annot=annot, fmt="", cbar=False,
+                    annot_kws={"fontsize": MIN_FONT})  # fmt: skip
+        ax.set(title=title, xlabel="K (trajectories sampled)", ylabel="")
+        ax.invert_yaxis()
+    axes[0, 0].set_ylabel("T (turn budget)")
+    mappable = matplotlib.cm.ScalarMappable(norm=matplotlib.colors.Normalize(-lim, lim), cmap=cmap)
+    fig.colorbar(mappable, ax=list(axes[0]), label="Pass@(K, T) difference (points)", fraction=0.03, pad=0.02)
+    note = "one colour scale for all panels"
+    if significant is not None:
+        note += f"; * {ci:.0%} interval (RL seeds × tasks) excludes 0"
+    fig.suptitle(note, fontsize=MIN_FONT)
+    return fig
+
+
+def _side_by_side(ax: plt.Axes, series: list[tuple[str, str | None, np.ndarray]], bins: np.ndarray) -> None:
+    """Histograms of several samples ((legend text, colour, values)) on the same bins, drawn as bars side by side
+    within each bin, so that none hides another."""
+    width = np.diff(bins) / (len(series) + 0.5)
+    for i, (text, colour, v) in enumerate(series):
+        counts, _ = np.histogram(v[~np.isnan(v)], bins=bins)
+        ax.bar(bins[:-1] + width * (i + 0.25), counts, width=width, align="edge", color=colour, label=text)
+
+
+@_styled
 def quality_distributions(
     per_state: pd.DataFrame, names: tuple[str, ...] = ("base", "sharp", "rl")
 ) -> plt.Figure:
-    """Per-state mean step quality of each policy (left) and RL minus base / RL minus sharpened base (right); the
-    legends give the number of states."""
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.4))
-    bins = [i / 20 for i in range(21)]
+    """Per-state mean step quality of each policy (left) and RL minus base / RL minus sharpened base (right), as
+    bars side by side within each bin (not overlapping); the titles give the number of states."""
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 4.6))
     n = f"n = {len(per_state)} live states"
     if "rl_seed" in per_state:
         n += f" ({per_state['rl_seed'].nunique()} RL seeds pooled)"
-    for name in names:
-        if name in per_state:
-            ax1.hist(per_state[name], bins=bins, alpha=0.45, label=name, color=_color(name))
+    shown = [(label(m), _color(m), per_state[m].astype(float).to_numpy()) for m in names if m in per_state]
+    _side_by_side(ax1, shown, np.linspace(0, 1, 11))
     ax1.set(xlabel="mean step quality at the state (normalised Q*)", ylabel="states", title=n)
-    ax1.legend(frameon=False, loc="best")
-    for other in ("base", "sharp"):
-        if other in per_state:
-            ax2.hist(per_state["rl"] - per_state[other], bins=41, alpha=0.5, color=_color(other),
-                     label=f"RL minus {other}")  # fmt: skip
-    ax2.axvline(0, color="k", lw=0.8)
-    ax2.set(xlabel="difference of mean quality", ylabel="states", title=n)
-    ax2.legend(frameon=False, fontsize=8, loc="best")
+    ax1.legend(frameon=False, loc="upper left")
+    diffs = [(f"RL minus {label(o)}", _color(o), (per_state["rl"] - per_state[o]).astype(float).to_numpy())
+             for o in ("base", "sharp") if o in per_state]  # fmt: skip
+    if diffs:
+        top = max(float(np.nanmax(np.abs(d))) for _, _, d in diffs) or 1.0
+        _side_by_side(ax2, diffs, np.linspace(-top, top, 17))
+    ax2.axvline(0, color="k", lw=1.2, ls="--", label="0 (no difference)")
+    ax2.set(xlabel="RL's mean quality minus the other's", ylabel="states", title=n)
+    ax2.legend(frameon=False, loc="upper left")
     fig.tight_layout()
     return fig
 
 
+@_styled
 def win_rate_by_depth(
     depth: pd.DataFrame,
     a: str = "rl",
     b: str = "base",
     intervals: pd.DataFrame | None = None,
     ci: float = 0.95,
+    reference: float | None = None,
 ) -> plt.Figure:
     """Stacked fractions of live states where `a` is better / tied / worse than `b`, per bin of normalised depth
     d_t, with the number of live (and dead) states under each bar; with `intervals` (`matched.depth_win_intervals`) an
-    error bar on the fraction where `a` is better."""
-    fig, ax = plt.subplots(figsize=(6, 3.6))
+    error bar on the fraction where `a` is better (a different estimator from the bars: the mean over seeds of each
+    seed's fraction, where the bars pool the states of all seeds; the legend says which is which). A dashed line
+    marks 50 %, and `reference` (the paper's overall fraction where RL is better) a dotted one."""
+    fig, ax = plt.subplots(figsize=(7.5, 4.4))
     x = range(len(depth))
-    ax.bar(x, depth[f"{a}_better"], color=PALETTE["grpo"], label=f"{a} better")
+    ax.bar(
+        x,
+        depth[f"{a}_better"],
+        color=PALETTE["grpo"],
+        label=f"{label(a)} better (states of all seeds pooled)",
+    )
     ax.bar(x, depth["tie"], bottom=depth[f"{a}_better"], color="#dddddd", label="tie")
     ax.bar(x, depth[f"{b}_better"], bottom=depth[f"{a}_better"] + depth["tie"], color=PALETTE["base"],
-           label=f"{b} better")  # fmt: skip
+           label=f"{label(b)} better")  # fmt: skip
     if intervals is not None and len(intervals):
         iv = intervals.set_index("depth_bin").reindex(depth["depth_bin"])
         ax.errorbar(list(x), iv["better"], yerr=[iv["better"] - iv["low"], iv["high"] - iv["better"]], fmt="o",
-                    ms=3, color="k", capsize=4, label=f"{a} better: mean over seeds,\n{ci:.0%} interval (seeds, states)")  # fmt: skip
+                    ms=3, color="k", capsize=4, label=f"{label(a)} better: mean over seeds,\n{ci:.0%} interval (seeds, states)")  # fmt: skip
+    ax.axhline(0.5, color="k", ls="--", lw=1.2, label="50 % (as often better as not)")
+    if reference is not None:
+        ax.axhline(
+            reference,
+            color="k",
+            ls=":",
+            lw=1.5,
+            label=f"paper (all depths): {label(a)} better at {reference:.1%}",
+        )
     labels = [
-        f"{d}\nn={n} (+{k} dead)"
+        f"{d}\nn = {n}\n(+{k} dead)"
         for d, n, k in zip(depth["depth_bin"], depth["n_live"], depth["n_dead"], strict=True)
     ]
-    ax.set_xticks(list(x), labels, fontsize=8)
+    ax.set_xticks(list(x), labels, fontsize=MIN_FONT)
     ax.set(xlabel="normalised depth d_t = t / T_max", ylabel="fraction of live states", ylim=(0, 1))
-    ax.legend(frameon=False, fontsize=8, loc="upper left", bbox_to_anchor=(1, 1))
+    ax.legend(frameon=False, fontsize=MIN_FONT, loc="upper left", bbox_to_anchor=(1, 1))
     return fig
 
 
-def error_recovery(superior: dict, continuation: pd.DataFrame, ci: float = 0.95) -> plt.Figure:
+@_styled
+def error_recovery(
+    superior: dict,
+    continuation: pd.DataFrame,
+    ci: float = 0.95,
+    reference: float | None = None,
+    reference_continuation: dict[str, float] | None = None,
+) -> plt.Figure:
     """Left: at error states, how often RL's next action beats the base's and the sharpened base's (mean over
-    seeds, interval over seeds and states). Right: continuation success per policy with its interval, beside the
-    structural upper bound of the same states. Titles give the number of states and what the intervals are."""
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9.5, 3.8))
+    seeds, interval over seeds and states), beside 50 % and the paper's fraction (`reference`, over the RL-vs-base
+    bar). Right: continuation success per policy with its interval, beside the structural upper bound of the same
+    states and the paper's values (`reference_continuation`: {model: success}). Titles give the number of states
+    and what the intervals are."""
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 5))
     keys = [k for k in ("rl_vs_base", "rl_vs_sharp", "sharp_vs_base") if k in superior]
     vals = [superior[k]["better"] for k in keys]
     err = [[v - superior[k]["better_ci"][0] for k, v in zip(keys, vals, strict=True)],
            [superior[k]["better_ci"][1] - v for k, v in zip(keys, vals, strict=True)]]  # fmt: skip
-    ax1.bar([k.replace("_vs_", " > ") for k in keys], vals, yerr=err, capsize=4, color=PALETTE["grpo"])
+    pairs = [k.split("_vs_") for k in keys]
+    names = [f"{_wrapped(a)}\nbetter than\n{_wrapped(b)}" for a, b in pairs]
+    # the bar takes the colour of what RL is compared with; a comparison without RL is hatched
+    bars = ax1.bar(names, vals, yerr=err, capsize=4, color=[_color(b) for _, b in pairs])
+    for bar, (a, _) in zip(bars, pairs, strict=True):
+        if a != "rl":
+            bar.set(hatch="//", edgecolor="white")
+    ax1.axhline(0.5, color="k", ls="--", lw=1.2, label="50 % (as often better as not)")
+    if reference is not None and "rl_vs_base" in keys:
+        i = keys.index("rl_vs_base")
+        ax1.plot([i - 0.45, i + 0.45], [reference] * 2, color="k", ls=":", lw=2.5,
+                 label=f"paper: RL better than the base at {reference:.1%}")  # fmt: skip
+    ax1.legend(frameon=False, fontsize=MIN_FONT, loc="upper center", bbox_to_anchor=(0.5, -0.32))
     n_live = sum(superior.get("n_states_per_seed", [])) - sum(superior.get("n_dead_per_seed", []))
     seeds = superior.get("n_seeds")
     where = f"n = {n_live} live error states, {seeds} seeds" if seeds else "live error states"
     ax1.set(ylabel="fraction of live error states", ylim=(0, 1))
     ax1.set_title(
-        f"next action after an injected error\n{where}; {ci:.0%} interval (seeds, states)", fontsize=9
+        f"next action after an injected error\n{where}; {ci:.0%} interval (seeds, states)", fontsize=MIN_FONT
     )
     d = continuation.set_index("model")
-    ax2.bar(d.index, d["success"], color=[_color(m) for m in d.index],
+    ax2.bar([_wrapped(m) for m in d.index], d["success"], color=[_color(m) for m in d.index],
             yerr=[d["success"] - d["low"], d["high"] - d["success"]], capsize=4)  # fmt: skip
     if "upper_bound" in d:
-        ax2.axhline(float(d["upper_bound"].iloc[0]), color="k", ls="--", lw=1, label="upper bound")
-        ax2.legend(frameon=False, fontsize=8, loc="best")
+        ax2.axhline(
+            float(d["upper_bound"].iloc[0]), color="k", ls="--", lw=1.2, label="structural upper bound"
+        )
+    marked = [(i, m) for i, m in enumerate(d.index) if m in (reference_continuation or {})]
+    for j, (i, m) in enumerate(marked):
+        ax2.plot([i - 0.45, i + 0.45], [reference_continuation[m]] * 2, color="k", ls=":", lw=2.5,
+                 label="paper's continuation success" if j == 0 else None)  # fmt: skip
+    if ax2.get_legend_handles_labels()[0]:
+        ax2.legend(frameon=False, fontsize=MIN_FONT, loc="upper center", bbox_to_anchor=(0.5, -0.32))
     n = ""
     if "n_states" in d:
         n = f"n = {int(d['n_states'].iloc[0])} error states"
@@ -439,16 +738,19 @@ def error_recovery(superior: dict, continuation: pd.DataFrame, ci: float = 0.95)
             n += f" x {int(d['n_continuations'].iloc[0])} continuations"
         n += "; "
     ax2.set(ylabel="success from the error state", ylim=(0, 1))
-    ax2.set_title(f"continuation with the remaining budget\n{n}{ci:.0%} interval (seeds, states)", fontsize=9)
+    ax2.set_title(
+        f"continuation with the remaining budget\n{n}{ci:.0%} interval (seeds, states)", fontsize=MIN_FONT
+    )
     fig.tight_layout()
     return fig
 
 
+@_styled
 def nll_histograms(nll: pd.DataFrame, quantile: float = 0.99) -> plt.Figure:
     """Overlapping histograms of per-token action NLL under the base policy, for RL and base actions. The axis
     ends at the `quantile` of all values; the values above it are counted in a hatched overflow bin at the right
     end, and the title and legend say how many there are."""
-    fig, ax = plt.subplots(figsize=(5.8, 3.6))
+    fig, ax = plt.subplots(figsize=(8, 4.6))
     values = nll["nll_mean"].astype(float)
     hi = float(values.quantile(quantile)) or 1.0
     w = hi / 40
@@ -460,8 +762,8 @@ def nll_histograms(nll: pd.DataFrame, quantile: float = 0.99) -> plt.Figure:
         v = g["nll_mean"].astype(float).to_numpy()
         k = int((v > hi).sum())
         shown = np.where(v > hi, hi + w, np.minimum(v, np.nextafter(hi, 0)))
-        label = f"{name} actions (n={len(v)}" + (f", {k} > {hi:.2f}" if over.any() else "") + ")"
-        _, _, patches = ax.hist(shown, bins=edges, alpha=0.55, density=True, label=label,
+        text = f"{short_label(name)} actions (n={len(v)}" + (f", {k} > {hi:.2f}" if over.any() else "") + ")"
+        _, _, patches = ax.hist(shown, bins=edges, alpha=0.55, density=True, label=text,
                                 color=_color("grpo" if name == "rl" else name))  # fmt: skip
         if over.any():
             patches[-1].set(hatch="///", edgecolor="k", linewidth=0.5)
@@ -474,24 +776,27 @@ def nll_histograms(nll: pd.DataFrame, quantile: float = 0.99) -> plt.Figure:
         title = f"all {len(values)} values shown"
     ax.set_xlim(0, edges[-1])
     ax.set(xlabel="per-token NLL under the base policy (nats)", ylabel="density")
-    ax.set_title(title, fontsize=9)
-    ax.legend(frameon=False, fontsize=8, loc="best")
+    ax.set_title(title, fontsize=MIN_FONT)
+    _legend_below(ax, ncol=1)
     return fig
 
 
+@_styled
 def llr_curves(summary: pd.DataFrame, ci: float = 0.95, min_n: int = 10) -> plt.Figure:
     """Mean cumulative log-likelihood ratio log pi_RL - log pi_base against the turn, per trajectory source, over
     the trajectories still running at each turn, with its bootstrap interval (`summary`: `llr.by_turn`); below, n
     per turn. Turns with fewer than `min_n` trajectories are drawn as hollow markers without an interval."""
-    fig, (ax, axn) = plt.subplots(
-        2, 1, figsize=(5.8, 4.8), sharex=True, gridspec_kw={"height_ratios": [3, 1.2]}
-    )
+    fig, (ax, axn) = plt.subplots(2, 1, figsize=(8, 6), sharex=True, gridspec_kw={"height_ratios": [3, 1.2]})
     for name, m in summary.groupby("trajectories_of", sort=False):
         c = _color("grpo" if name == "rl" else name)
         ok = m["n"] >= min_n
         ax.plot(m["turn"], m["mean"], color=c, lw=1, ls=":")
         ax.plot(
-            m.loc[ok, "turn"], m.loc[ok, "mean"], marker="o", color=c, label=f"successful {name} trajectories"
+            m.loc[ok, "turn"],
+            m.loc[ok, "mean"],
+            marker="o",
+            color=c,
+            label=f"successful {short_label(name)} trajectories",
         )
         ax.plot(m.loc[~ok, "turn"], m.loc[~ok, "mean"], marker="o", ls="none", mfc="none", color=c)
         band = m[ok]
@@ -505,15 +810,19 @@ def llr_curves(summary: pd.DataFrame, ci: float = 0.95, min_n: int = 10) -> plt.
         [], [], [], color="#999999", alpha=0.3, label=f"band: {interval_note(ci, 'RL seeds, trajectories')}"
     )
     ax.set(ylabel="cumulative log π_RL − log π_base")
-    ax.set_title("mean over the trajectories still running at turn t", fontsize=9)
-    ax.legend(frameon=False, fontsize=7, loc="best")
+    ax.set_title("mean over the trajectories still running at turn t", fontsize=MIN_FONT)
+    handles, texts = ax.get_legend_handles_labels()
+
     axn.axhline(min_n, color="k", lw=0.6, ls="--")
     axn.set_yscale("log")
     axn.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     axn.set(xlabel="turn t", ylabel="n")
+    axn.xaxis.set_major_locator(MaxNLocator(integer=True))
     axn.text(1.0, 1.02, f"trajectories per turn (dashed: {min_n})", transform=axn.transAxes, ha="right",
-             va="bottom", fontsize=7)  # fmt: skip
+             va="bottom", fontsize=MIN_FONT)  # fmt: skip
     fig.tight_layout()
+    # below the figure, after the layout, so that the layout keeps the panels' width (saved with bbox "tight")
+    fig.legend(handles, texts, frameon=False, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=2)
     return fig
 
 
@@ -522,6 +831,7 @@ def _algorithm(method: str) -> str:
     return method.split("+")[0].split("@")[0]
 
 
+@_styled
 def budget_lines(table: pd.DataFrame, upper: dict | None = None, ci: float = 0.95) -> plt.Figure:
     """Success against the budget (fraction of T_max) per estimator, one panel per budget mode (full budget,
     BudgetMix), each point with its interval; the structural upper bound dashed. `table` has columns method,
@@ -529,7 +839,7 @@ def budget_lines(table: pd.DataFrame, upper: dict | None = None, ci: float = 0.9
     t = table[~table["method"].str.contains("@")]
     panels = [("full budget", t[~t["method"].str.contains("+", regex=False)]),
               ("BudgetMix", t[t["method"].str.contains("+budgetmix", regex=False)])]  # fmt: skip
-    fig, axes = plt.subplots(1, 2, figsize=(10.5, 3.6), sharey=True)
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.8), sharey=True)
     for ax, (title, d) in zip(axes, panels, strict=True):
         names = list(dict.fromkeys(d["method"]))
         for i, name in enumerate(names):
@@ -538,19 +848,20 @@ def budget_lines(table: pd.DataFrame, upper: dict | None = None, ci: float = 0.9
                 g["fraction"] + (i - (len(names) - 1) / 2) * 0.008
             )  # a small offset so intervals do not overlap
             ax.errorbar(x, g["success"], yerr=[g["success"] - g["low"], g["high"] - g["success"]], fmt="o-",
-                        capsize=3, color=PALETTE.get(_algorithm(name)), label=_algorithm(name))  # fmt: skip
+                        capsize=3, color=PALETTE.get(_algorithm(name)), label=label(_algorithm(name)))  # fmt: skip
         if upper:
             fr = sorted(upper)
             ax.plot(fr, [upper[f] for f in fr], "k--", lw=1, label="structural upper bound")
         ax.set(title=title, xlabel="turn budget (fraction of T_max)", ylim=(0, 1.02))
         ax.set_xticks(sorted(t["fraction"].unique()), [f"{f:.0%}" for f in sorted(t["fraction"].unique())])
     axes[0].set_ylabel("success rate")
-    axes[0].legend(frameon=False, fontsize=8, loc="best")
-    fig.suptitle(f"error bars: {interval_note(ci, _seeds_tasks(t))}", fontsize=9)
+    _legend_below(axes[0], ncol=2)
+    fig.suptitle(f"error bars: {interval_note(ci, _seeds_tasks(t))}", fontsize=MIN_FONT)
     fig.tight_layout()
     return fig
 
 
+@_styled
 def precision_curve(
     precision: pd.DataFrame, reference: pd.DataFrame | None = None, ci: float = 0.95
 ) -> plt.Figure:
@@ -558,7 +869,7 @@ def precision_curve(
     shuffled), one line per budget with intervals; `reference` (method, fraction, success rows of the estimator
     without the process term, GRPO; with low and high its interval as a faint band) as dashed lines of the same
     colours."""
-    fig, ax = plt.subplots(figsize=(6, 3.8))
+    fig, ax = plt.subplots(figsize=(7.5, 4.8))
     colours = sns.color_palette("viridis", n_colors=precision["fraction"].nunique())
     for colour, (f, g) in zip(colours, precision.groupby("fraction"), strict=True):
         g = g.sort_values("level")
@@ -576,7 +887,7 @@ def precision_curve(
     ax.set(xlabel="oracle corruption (share of states with shuffled action values)", ylabel="success rate",
            ylim=(0, 1.02))  # fmt: skip
     ax.set_title(f"oracle-Q: how precise must the step signal be?\nerror bars and bands: {interval_note(ci, what)}",
-                 fontsize=9)  # fmt: skip
-    ax.legend(frameon=False, fontsize=8, title="budget (dashed: GRPO)", title_fontsize=8, loc="best")
+                 fontsize=MIN_FONT)  # fmt: skip
+    _legend_right(ax, title="budget (dashed: GRPO)")
     fig.tight_layout()
     return fig

@@ -199,9 +199,17 @@ def concentration_table(r: Recovery) -> pd.DataFrame:
     return pd.DataFrame(r.concentration).T
 
 
-def figures(r: Recovery, ci: float = 0.95) -> dict[str, plt.Figure]:
-    """The notebook's figures by file name (none where nothing was injected)."""
-    return {"error_recovery": plots.error_recovery(r.superior, r.continuation, ci)} if r.has_oracle else {}
+def figures(r: Recovery, ci: float = 0.95, env: str | None = None) -> dict[str, plt.Figure]:
+    """The notebook's figures by file name (none where nothing was injected), with the paper's numbers for `env`
+    (by default the tasks' environment; FrozenLake's where the paper reports none) as reference marks."""
+    if not r.has_oracle:
+        return {}
+    env = env or (r.tasks[0].env if r.tasks else "frozenlake")
+    reported = env if env in paper.ERROR_STATES_RL_SUPERIOR else "frozenlake"
+    rl, base = (paper.value(v) for v in paper.CONTINUATION_SUCCESS[reported])
+    fig = plots.error_recovery(r.superior, r.continuation, ci, paper.value(paper.ERROR_STATES_RL_SUPERIOR[reported]),
+                               {"rl": rl, "base": base})  # fmt: skip
+    return {"error_recovery": fig}
 
 
 def summary(cfg: Config, r: Recovery) -> dict:

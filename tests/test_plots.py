@@ -3,6 +3,7 @@ formatting (no e-notation, no -0)."""
 
 from __future__ import annotations
 
+import itertools
 import re
 
 import matplotlib.pyplot as plt
@@ -92,7 +93,10 @@ def test_pass_at_k_axis_is_log2_with_integer_ticks_at_plotted_k():
     assert not ax.xaxis.get_minorticklocs().size
     # one band per model and panel, the upper bound drawn, and the band explained
     assert len([c for c in ax.collections if isinstance(c, PolyCollection)]) == 2
-    assert "structural upper bound" in [t.get_text() for t in ax.get_legend().get_texts()]
+    # one legend for all panels, on the figure (not in panel 1 only), readable on a slide
+    (legend,) = fig.legends
+    assert "structural upper bound" in [t.get_text() for t in legend.get_texts()]
+    assert all(t.get_fontsize() >= 12 for t in legend.get_texts())
     assert "95% bootstrap interval over RL seeds × 50 tasks" in fig._suptitle.get_text()
 
 
@@ -215,8 +219,11 @@ def test_seed_curves_band_is_a_bootstrap_interval_over_seeds_and_maps():
     runs, columns = {"grpo": logs}, {"eval_success": "R_multi"}
     fig = plots.seed_curves(runs, columns, bands=metrics.seed_bands(runs, columns, n_boot=200))
     text = _texts(fig)
-    assert "band: 95% bootstrap interval, seeds × maps" in text
-    assert "grpo (3 seeds)" in text
+    assert "top band: interval of the level" in text
+    assert "intervals: 95% bootstrap over RL seeds × units; the units are maps for R_multi" in " ".join(
+        text.split()
+    )
+    assert "GRPO (3 seeds)" in text and "thin lines: each RL seed" in text
     iv = metrics.step_intervals(logs, "eval_success", n_boot=200)
     assert (
         list(iv["step"]) == [0, 10, 20] and (iv["low"] < iv["mean"]).all() and (iv["mean"] < iv["high"]).all()
@@ -244,7 +251,7 @@ def test_budget_bars_and_lines_say_what_the_error_bars_are():
             for m in ("base", "grpo") for f in (0.5, 1.0)]  # fmt: skip
     fig = plots.budget_bars(pd.DataFrame(rows), {0.5: 0.7, 1.0: 0.9})
     assert "error bars: 95% bootstrap interval over RL seeds × 100 tasks" in fig.axes[0].get_title()
-    assert "grpo (3 seeds)" in [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert "GRPO (3 seeds)" in [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
     fig = plots.budget_lines(pd.DataFrame(rows).assign(n_seeds=1))
     assert "error bars: 95% bootstrap interval over 100 tasks" in fig._suptitle.get_text()
 
@@ -314,3 +321,167 @@ def test_a_slow_legend_placement_prints_nothing(monkeypatch):
         for name, y in (("grpo", 0.2), ("budgetmix", 0.3))
     }
     assert legend_warnings(plots.compare_curves(runs, "R_single", "R_single")) == []
+
+
+# ------------------------------------------------------------------------------------ fit for a slide (item 4)
+
+
+def _visible_texts(fig: plt.Figure) -> list[plt.Text]:
+    """Every text a reader sees once the figure is drawn (tick labels included), non-empty."""
+    fig.canvas.draw()
+    return [t for t in fig.findobj(plt.Text) if t.get_visible() and t.get_text().strip()]
+
+
+def _slide_figures() -> dict[str, plt.Figure]:
+    """One figure of each kind the notebooks draw, from small synthetic inputs with the roster's raw names."""
+    rng = np.random.default_rng(5)
+    pass_t = pd.DataFrame([{"model": m, "T": T, "pass": 0.5, "low": 0.4, "high": 0.6, "n_tasks": 50}
+                           for m in ("base", "sharp", "grpo", "grpo-sharp") for T in (1, 2, 3)])  # fmt: skip
+    bars = pd.DataFrame([{"model": m, "fraction": f, "budget": int(8 * f), "success": 0.5, "low": 0.4, "high": 0.6,
+                          "n_seeds": 3, "n_tasks": 100} for m in ("base", "sharp", "rl_sharp") for f in (0.5, 1.0)])  # fmt: skip
+    per_state = pd.DataFrame({"base": rng.uniform(0, 1, 80), "sharp": rng.uniform(0, 1, 80),
+                              "rl": rng.uniform(0, 1, 80), "rl_seed": np.repeat([0, 1], 40)})  # fmt: skip
+    superior = {
+        k: {"better": 0.6, "better_ci": [0.5, 0.7]} for k in ("rl_vs_base", "rl_vs_sharp", "sharp_vs_base")
+    }
+    continuation = pd.DataFrame({"model": ["base", "sharp", "rl", "rl_sharp"], "success": 0.5, "low": 0.4,
+                                 "high": 0.6, "upper_bound": 0.7})  # fmt: skip
+    depth = pd.DataFrame({"depth_bin": ["[0.00, 0.50)", "[0.50, 1.00)"], "rl_better": [0.6, 0.4], "tie": 0.1,
+                          "base_better": [0.3, 0.5], "n_live": [90, 80], "n_dead": [0, 10]})  # fmt: skip
+    nll = pd.DataFrame(
+        {"actions_of": np.repeat(["base", "rl", "sharp"], 30), "nll_mean": rng.uniform(0, 2, 90)}
+    )
+    logs = _logs(by_task=True)
+    return {
+        "pass_at_k": plots.pass_at_k_curves(_pass_table().replace({"model": {"grpo": "sharp"}})),
+        "pass_at_t": plots.pass_at_t_curves(pass_t),
+        "budget_bars": plots.budget_bars(bars),
+        "heatmaps": plots.gap_heatmaps({"grpo minus sharpened base": pd.DataFrame([[1.0, -2.0]], index=[1])}),
+        "quality": plots.quality_distributions(per_state),
+        "depth": plots.win_rate_by_depth(depth, reference=0.428),
+        "recovery": plots.error_recovery(
+            superior, continuation, reference=0.657, reference_continuation={"rl": 0.513, "base": 0.386}
+        ),
+        "nll": plots.nll_histograms(nll),
+        "seed_curves": plots.seed_curves(
+            {"grpo": logs, "grpo+budgetmix": _logs(by_task=True)}, {"eval_success": "R_multi"}, n_boot=50
+        ),
+    }
+
+
+def test_figure_text_is_at_least_the_slide_minimum_and_uses_plain_words():
+    """Every figure draws inside `plots.style()`: no visible text below `plots.MIN_FONT` (12 pt), ticks and
+    heatmap cells included; and no raw roster name reaches a reader ("sharp", "rl_sharp", "grpo-sharp")."""
+    assert plots.MIN_FONT >= 12
+    for name, fig in _slide_figures().items():
+        texts = _visible_texts(fig)
+        small = [(t.get_text(), t.get_fontsize()) for t in texts if t.get_fontsize() < plots.MIN_FONT]
+        assert not small, (name, small)
+        raw = [
+            t.get_text()
+            for t in texts
+            if re.search(r"(?<![\w-])(rl_sharp|[\w]+-sharp|sharp)(?![\w])", t.get_text())
+        ]
+        assert not raw, (name, raw)
+
+
+def test_label_gives_plain_words_for_the_roster():
+    assert plots.label("sharp") == "sharpened base (lower temperature)"
+    assert plots.short_label("sharp") == "sharpened base"
+    assert plots.label("grpo-s2-sharp") == "GRPO seed 2, decoded as the sharpened base"
+    assert plots.label("grpo+budgetmix") == "GRPO + BudgetMix"
+    assert plots.label("something else") == "something else"  # what it does not know passes unchanged
+
+
+def test_comparable_heatmaps_share_one_colour_scale_and_one_colourbar():
+    small = pd.DataFrame([[1.0, 2.0], [0.5, -1.0]], index=[1, 2], columns=[1, 2])
+    large = pd.DataFrame([[10.0, -25.0], [3.0, 4.0]], index=[1, 2], columns=[1, 2])
+    fig = plots.gap_heatmaps({"a minus b": small, "c minus d": large})
+    meshes = [c for ax in fig.axes for c in ax.collections if hasattr(c, "norm")]
+    heat_meshes = [m for m in meshes if m.get_array() is not None and m.get_array().size == 4]
+    assert len(heat_meshes) == 2
+    assert {(m.norm.vmin, m.norm.vmax) for m in heat_meshes} == {(-25.0, 25.0)}
+    assert len(fig.axes) == 3  # two panels and one colourbar
+    assert "one colour scale" in fig._suptitle.get_text()
+    # the single heatmaps take the same scale where asked (notebook 03 saves them beside the combined figure)
+    lim = plots.shared_limit([small, large])
+    single = plots.gap_heatmap(small, "a minus b", lim=lim)
+    assert (single.axes[0].collections[0].norm.vmin, single.axes[0].collections[0].norm.vmax) == (-25.0, 25.0)
+
+
+def test_seed_curves_legend_follows_the_seed_count_and_a_panel_shows_the_change_from_step_0():
+    one = {0: _logs(by_task=True)[0]}
+    fig = plots.seed_curves({"grpo": one}, {"eval_success": "R_multi"}, n_boot=50)
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert "GRPO (1 seed)" in legend and not any("thin lines" in t for t in legend)
+    fig = plots.seed_curves({"grpo": _logs(by_task=True)}, {"eval_success": "R_multi"}, n_boot=50)
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert "GRPO (3 seeds)" in legend and "thin lines: each RL seed" in legend
+    change = fig.axes[1]
+    assert change.get_ylabel() == "change from step 0"
+    (bars,) = change.containers  # the change per step with its interval
+    _, y = bars.lines[0].get_data()
+    assert y[0] == pytest.approx(0.0) and len(y) == 3
+    assert any(
+        line.get_ydata()[0] == 0 for line in change.get_lines() if len(line.get_ydata()) == 2
+    )  # the line at 0
+
+
+def test_training_curves_of_several_methods_do_not_blend_into_one_mass():
+    """With two methods no level band (they overlap from step 0) and the change's points are offset per method."""
+    runs = {"grpo": _logs(by_task=True), "budgetmix": _logs(by_task=True)}
+    fig = plots.seed_curves(runs, {"eval_success": "R_multi"}, n_boot=50)
+    assert not [c for c in fig.axes[0].collections if isinstance(c, PolyCollection)]
+    xs = [c.lines[0].get_data()[0] for c in fig.axes[1].containers]
+    assert len(xs) == 2 and all(a < b for a, b in zip(xs[0], xs[1], strict=True))
+
+
+def test_side_by_side_histograms_do_not_overlap():
+    rng = np.random.default_rng(1)
+    per_state = pd.DataFrame({n: rng.uniform(0, 1, 60) for n in ("base", "sharp", "rl")})
+    fig = plots.quality_distributions(per_state)
+    for ax in fig.axes:
+        spans = sorted((p.get_x(), p.get_x() + p.get_width()) for p in ax.patches if p.get_width() > 0)
+        assert all(a_end <= b_start + 1e-9 for (_, a_end), (b_start, _) in itertools.pairwise(spans))
+
+
+def test_win_rate_and_error_recovery_mark_50_percent_and_the_papers_number():
+    depth = pd.DataFrame({"depth_bin": ["[0.00, 1.00)"], "rl_better": [0.6], "tie": [0.1], "base_better": [0.3],
+                          "n_live": [90], "n_dead": [0]})  # fmt: skip
+    fig = plots.win_rate_by_depth(depth, reference=0.428)
+    legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert "50 % (as often better as not)" in legend
+    assert "paper (all depths): RL better at 42.8%" in legend
+    assert "RL better (states of all seeds pooled)" in legend  # the bars' estimator named beside the dots'
+    superior = {"rl_vs_base": {"better": 0.6, "better_ci": [0.5, 0.7]}}
+    continuation = pd.DataFrame({"model": ["base", "rl"], "success": 0.5, "low": 0.4, "high": 0.6})
+    fig = plots.error_recovery(superior, continuation, reference=0.657, reference_continuation={"rl": 0.513})
+    left, right = fig.axes
+    assert "paper: RL better than the base at 65.7%" in [t.get_text() for t in left.get_legend().get_texts()]
+    assert "paper's continuation success" in [t.get_text() for t in right.get_legend().get_texts()]
+    colours = {tuple(p.get_facecolor()) for p in right.patches}
+    assert len(colours) == 2  # one colour per model
+
+
+def test_style_restores_only_its_own_keys_so_a_notebook_keeps_showing_figures():
+    """The inline backend turns `interactive` on while the first figure is drawn (inside `style()`); restoring
+    every rcParam, as `plt.rc_context` does, turned it off again and no later figure of a notebook was shown."""
+    before = {k: plt.rcParams[k] for k in plots.STYLE}
+    interactive = plt.rcParams["interactive"]
+    try:
+        with plots.style():
+            assert plt.rcParams["font.size"] == plots.STYLE["font.size"]
+            plt.rcParams["interactive"] = not interactive  # what the backend does on first use
+        assert plt.rcParams["interactive"] is (not interactive)
+        assert {k: plt.rcParams[k] for k in plots.STYLE} == before
+    finally:
+        plt.rcParams["interactive"] = interactive
+
+
+def test_every_figure_function_draws_inside_the_kit_style():
+    import inspect
+
+    figures = [f for name, f in vars(plots).items() if inspect.isfunction(f) and not name.startswith("_")
+               and inspect.signature(f).return_annotation in ("plt.Figure", plt.Figure)]  # fmt: skip
+    assert len(figures) >= 15
+    assert [f.__name__ for f in figures if not hasattr(f, "__wrapped__")] == []

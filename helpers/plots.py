@@ -314,12 +314,15 @@ def seed_curves(
                 level = pd.DataFrame({"step": iv["step"], "mean": iv["mean"]})
                 seeds = {k: iv[k] for k in by_seed if k in iv}
             else:
-                wide = pd.concat(
-                    [m.dropna(subset=[col])[["step", col]].set_index("step")[col] for m in by_seed.values()],
-                    axis=1,
-                )
+                logged = {k: m.dropna(subset=[col]) for k, m in by_seed.items() if col in m}
+                logged = {k: m for k, m in logged.items() if len(m)}
+                if not logged:  # this method never logged this metric (no step oracle for R_single, say)
+                    continue
+                wide = pd.concat([m[["step", col]].set_index("step")[col] for m in logged.values()], axis=1)
                 level = pd.DataFrame({"step": wide.index, "mean": wide.mean(axis=1).to_numpy()})
-                seeds = {k: wide.iloc[:, n] for n, k in enumerate(by_seed)}
+                seeds = {k: wide.iloc[:, n] for n, k in enumerate(logged)}
+            if not len(level):
+                continue
             if multi:
                 for v in seeds.values():
                     ax.plot(level["step"], np.asarray(v), color=c, lw=0.7, alpha=0.35)
@@ -346,11 +349,20 @@ def seed_curves(
                 axc.plot(
                     level["step"] + offset, level["mean"] - level["mean"].iloc[0], marker="o", ms=4, color=c
                 )
+        if not ax.lines:
+            for a in (ax, axc):
+                a.text(0.5, 0.5, "not logged in this run", ha="center", va="center", transform=a.transAxes,
+                       fontsize=MIN_FONT, color="#555555")  # fmt: skip
         axc.axhline(0, color="k", lw=1.2)
         ax.set(ylabel="level")
         ax.set_title(ylabel, fontsize=MIN_FONT)
         axc.set(xlabel="RL step", ylabel="change from step 0")
-    handles, labels = axes[0, 0].get_legend_handles_labels()
+    handles, labels = [], []
+    for a in axes[0]:  # the methods of every panel, once (a method may have logged only some of the metrics)
+        for h, lab in zip(*a.get_legend_handles_labels(), strict=True):
+            if lab not in labels:
+                handles.append(h)
+                labels.append(lab)
     if multi:
         handles.append(plt.Line2D([], [], color="#777777", lw=0.7))
         labels.append("thin lines: each RL seed")

@@ -485,3 +485,17 @@ def test_every_figure_function_draws_inside_the_kit_style():
                and inspect.signature(f).return_annotation in ("plt.Figure", plt.Figure)]  # fmt: skip
     assert len(figures) >= 15
     assert [f.__name__ for f in figures if not hasattr(f, "__wrapped__")] == []
+
+
+def test_seed_curves_leave_out_a_metric_a_method_never_logged():
+    """InterCode-SQL has no step oracle, so its runs log no R_single: that panel says so, the other is drawn, and
+    the legend still names every method."""
+    no_column = _logs(by_task=True)  # GRPO logged no r_single column at all, BudgetMix one of NaN
+    all_nan = {s: m.assign(r_single=np.nan) for s, m in _logs(by_task=True).items()}
+    runs = {"grpo": no_column, "budgetmix": all_nan}
+    fig = plots.seed_curves(runs, {"r_single": "R_single", "eval_success": "R_multi"}, n_boot=50)
+    top_single, top_multi = fig.axes[0], fig.axes[1]
+    assert not top_single.lines and "not logged in this run" in _texts(fig)
+    assert len(top_multi.lines) > 2
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert "GRPO (3 seeds)" in legend and "BudgetMix (3 seeds)" in legend

@@ -21,7 +21,21 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from helpers import budget, budget_probe, controls, fmt, metrics, models, paper, plots, scripted, store, train
+from helpers import (
+    budget,
+    budget_probe,
+    controls,
+    fmt,
+    headroom,
+    metrics,
+    models,
+    paper,
+    plots,
+    scripted,
+    stats,
+    store,
+    train,
+)
 from helpers import evaluate as evaluation
 from helpers.agents import opened_on_demand
 from helpers.config import Config
@@ -78,7 +92,8 @@ def evaluate(cfg: Config, out: store.Run) -> Evaluation:
     for k, group in groups.items():
         frames = evaluation.evaluate_cells(group, cfg.env.name, {(f, b): (ts, b) for (f, b), ts in cells.items()},
                                            cfg.eval.n_samples, sampling, seed=controls.stream(cfg.seed + 1000, k),
-                                           records=records, require_seed=True)  # fmt: skip
+                                           records=records, require_seed=True,
+                                           workers=cfg.eval.workers)  # fmt: skip
         parts += [frames[(f, b)].assign(fraction=f) for f, b in cells]
     df = pd.concat(parts, ignore_index=True)
     return Evaluation(tasks, cells, controls.methods([n for g in groups.values() for n in g]), df)
@@ -101,6 +116,81 @@ def success_figure(cfg: Config, ev: Evaluation, table: pd.DataFrame) -> plt.Figu
     upper = upper_bound(cfg, ev)
     bound = upper if None not in upper.values() else None
     return plots.budget_bars(table.rename(columns={"method": "model"}), bound, cfg.eval.ci)
+
+
+MIN_HEADROOM = 5.0  # points: below it `headroom_captured` gives no share
+# The scripted references of `headroom_captured`: what a policy captures without reading the budget line at all.
+CAPTURE_REFERENCES = {
+    "blind_t_max": "best budget-blind policy for T_max",
+    "blind_mix": "best budget-blind policy for BudgetMix's mix",
+    "blind_own_budget": "best budget-blind policy for each budget itself",
+    "optimum": "budget-aware optimum",
+}
+
+
+def headroom_captured(cfg: Config, ev: Evaluation, table: pd.DataFrame) -> pd.DataFrame | None:
+    """The share of the budget-awareness headroom each method captures at each budget, in percent:
+    100 (success - blind_T_max) / (optimum - blind_T_max), where blind_T_max is the best budget-blind policy for T_max
+    and both are exact by DP on these test maps (`headroom.table`). A model's share is the mean over its seeds with
+    the t-interval over them (each seed's own success). Beside the methods stand scripted references that read no
+    budget: the best blind policy for BudgetMix's mix and the best blind policy tuned to each budget, whose shares
+    say how much of the "headroom" a budget-blind agent trained at (or for) the tight budgets reaches without ever
+    reading the turns left; only the budget-swap probe tells reading from that. Where the headroom is under
+    `MIN_HEADROOM` points a share is not defined (NaN): a few points of headroom against tens of points of sampling
+    noise and habit would give shares of -1000 %. A negative share is success below the blind policy for T_max.
+    None off FrozenLake (no DP)."""
+    if cfg.env.name != "frozenlake":
+        return None
+    budgets = {f: b for f, b in ev.cells}
+    (t_max,) = {t.t_max for t in ev.tasks}  # FrozenLake's test maps share one T_max
+    h = headroom.table(
+        ev.tasks, sorted(set(budgets.values())), t_max, cfg.sft.epsilon, cfg.sft.habit_gamma, cfg.seed
+    )
+    rows = []
+    for f, b in budgets.items():
+        blind, best = float(h.loc[b, "blind_t_max"]), float(h.loc[b, "optimum"])
+        width = best - blind
+
+        def share(x, w=width, lo=blind):
+            x = np.asarray(x, dtype=float)
+            return 100.0 * (x - lo) / w if w >= MIN_HEADROOM / 100 else np.full(np.shape(x), np.nan)
+
+        for m in ev.methods:
+            r = table[(table["method"] == m) & (table["fraction"] == f)].iloc[0]
+            per_seed = share(r["per_seed"])
+            iv = (stats.paired_t_interval(per_seed, np.zeros_like(per_seed), cfg.eval.ci)
+                  if per_seed.size >= 2 and np.isfinite(per_seed).all() else {"low": np.nan, "high": np.nan})  # fmt: skip
+            rows.append({"fraction": f, "budget": b, "who": m, "kind": "model", "share_pct": float(np.mean(per_seed)),
+                         "low": iv["low"], "high": iv["high"], "n_seeds": int(per_seed.size)})  # fmt: skip
+        for ref in CAPTURE_REFERENCES:
+            rows.append({"fraction": f, "budget": b, "who": ref, "kind": "scripted",
+                         "share_pct": float(share(h.loc[b, ref])), "low": np.nan, "high": np.nan, "n_seeds": 0})  # fmt: skip
+    out = pd.DataFrame(rows)
+    out["headroom_points"] = out["fraction"].map(
+        {f: 100.0 * (h.loc[b, "optimum"] - h.loc[b, "blind_t_max"]) for f, b in budgets.items()}
+    )
+    return out
+
+
+def captured_wide(captured: pd.DataFrame | None) -> pd.DataFrame | None:
+    """`headroom_captured` as the notebook shows it: one row per method or reference, one column per budget
+    (`share [low, high]` in percent; '-' where the headroom is under `MIN_HEADROOM` points), the headroom in points
+    as the first row."""
+    if captured is None:
+        return None
+    cols = {f: f"{fmt.number(float(f), 0, scale=100)} % (T = {b})" for f, b in
+            captured[["fraction", "budget"]].drop_duplicates().itertuples(index=False)}  # fmt: skip
+    first = captured.drop_duplicates("fraction")
+    rows = {
+        "headroom (points)": {cols[r.fraction]: fmt.number(r.headroom_points, 1) for r in first.itertuples()}
+    }
+    for who, g in captured.groupby("who", sort=False):
+        label = CAPTURE_REFERENCES.get(who, who)
+        rows[label] = {cols[r.fraction]: ("-" if not np.isfinite(r.share_pct) else
+                                          fmt.estimate(r.share_pct, [r.low, r.high], digits=0)
+                                          if np.isfinite(r.low) else fmt.number(r.share_pct, 0))
+                       for r in g.itertuples()}  # fmt: skip
+    return pd.DataFrame(rows).T.rename_axis("share of the budget-awareness headroom, %")
 
 
 def comparisons(ev: Evaluation) -> dict[str, tuple[str, str]]:
@@ -301,6 +391,26 @@ def swap_metrics(swap: BudgetSwap | None) -> dict | None:
             "order": list(swap.summaries), "agents": agents}  # fmt: skip
 
 
+def captured_metrics(captured: pd.DataFrame | None) -> dict | None:
+    """`headroom_captured` in metrics.json: the headroom in points per fraction, and per method or reference its
+    share (percent) with the t-interval over seeds (None where undefined)."""
+    if captured is None:
+        return None
+
+    def num(x) -> float | None:
+        return float(x) if np.isfinite(x) else None
+
+    first = captured.drop_duplicates("fraction")
+    return {
+        "headroom_points": {f"{r.fraction:g}": float(r.headroom_points) for r in first.itertuples()},
+        "min_headroom_points": MIN_HEADROOM,
+        "references": dict(CAPTURE_REFERENCES),
+        "shares": {who: {f"{r.fraction:g}": {"share": num(r.share_pct), "low": num(r.low), "high": num(r.high),
+                                             "kind": r.kind} for r in g.itertuples()}
+                   for who, g in captured.groupby("who", sort=False)},
+    }  # fmt: skip
+
+
 def _by_fraction(frame: pd.DataFrame, col: str) -> dict[str, object]:
     return {f"{r.fraction:g}": getattr(r, col) for r in frame.itertuples()}
 
@@ -321,11 +431,12 @@ def _paired_by_fraction(frame: pd.DataFrame) -> dict[str, dict]:
 
 def summary(
     cfg: Config, sharp: dict, ev: Evaluation, table: pd.DataFrame, gains: pd.DataFrame,
-    swap: BudgetSwap | None = None,
+    swap: BudgetSwap | None = None, captured: pd.DataFrame | None = None,
 ) -> dict:  # fmt: skip
     """Notebook 02's metrics.json: success and gains per fraction of T_max with their intervals, the sharpened
-    base, the upper bound, R_single's change under both methods (from notebook 01), the paper's gains and the
-    budget-swap probe (`swap_metrics`: None where it was not run)."""
+    base, the upper bound, R_single's change under both methods (from notebook 01), the paper's gains, the
+    budget-swap probe (`swap_metrics`: None where it was not run) and the share of the budget-awareness headroom
+    each method captures (`headroom_captured`: None off FrozenLake)."""
     dynamics = store.Run.read_metrics(cfg.results_name, "01_grpo_training")
     rows = {m: table[table["method"] == m] for m in ev.methods}
     by_comparison = {
@@ -351,6 +462,7 @@ def summary(
         "n_samples": cfg.eval.n_samples,
         "seeds": cfg.train.seeds,
         "budget_probe": swap_metrics(swap),
+        "headroom_captured": captured_metrics(captured),
         "paper": {
             "budgetmix_minus_grpo_points": {
                 f"{f:g}": paper.value(v) for f, v in paper.BUDGETMIX_GAIN_POINTS.items()
@@ -411,7 +523,33 @@ def findings(m: dict) -> list[str]:
             f"- **R_single:** not measured: {m.get('env', 'this environment')} has no step oracle "
             f"({(m.get('step_oracle') or {}).get('oracle_note', 'none declared')})."
         )
-    return lines + swap_findings(m)
+    return lines + captured_findings(m) + swap_findings(m)
+
+
+def captured_findings(m: dict) -> list[str]:
+    """The share of the budget-awareness headroom each RL method captures, beside what budget-blind references
+    capture without reading the budget (so that a share is never read as budget reading by itself)."""
+    c = m.get("headroom_captured")
+    if not c:
+        return []
+
+    def cells(who: str) -> str:
+        v = c["shares"][who]
+        return " / ".join("-" if x["share"] is None else
+                          fmt.estimate(x["share"], [x["low"], x["high"]], digits=0) + " %"
+                          if x["low"] is not None else fmt.number(x["share"], 0) + " %" for x in v.values())  # fmt: skip
+
+    models = [w for w in ("grpo", "budgetmix", "grpo-sharp", "budgetmix-sharp") if w in c["shares"]]
+    return [
+        f"- **Share of the budget-awareness headroom captured** (100 (success - best blind policy for T_max) / "
+        f"(optimum - it); headroom {fmt.joined(c['headroom_points'], 1)} points at "
+        f"{fraction_label(c['headroom_points'])} % of T_max; '-' where it is under {c['min_headroom_points']:g} "
+        "points; t-interval over seeds): " + "; ".join(f"{w} {cells(w)}" for w in models) + ".",
+        f"  Without reading the budget at all, {c['references']['blind_mix']} captures {cells('blind_mix')} and "
+        f"the {c['references']['blind_own_budget']} {cells('blind_own_budget')}: a share is budget awareness only "
+        "where the budget-swap probe below also moves; otherwise it is a budget-blind policy tuned to tighter "
+        "budgets.",
+    ]
 
 
 def _bootstrap_findings(m: dict) -> list[str]:

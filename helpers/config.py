@@ -440,6 +440,13 @@ class EvalConfig:
     # full-budget success on `sharpen_tasks` training maps comes closest to the RL model's.
     sharpen_temperatures: list[float] = knob([1.0, 0.7, 0.5, 0.3, 0.1, 0.0], ge=0.0, nonempty=True)
     sharpen_tasks: int = knob(64, ge=1)
+    workers: int = knob(
+        1,
+        "models evaluated at once in notebooks 02, 03 and 07, each in a worker process with one thread (layout "
+        "only: the records are the same)",
+        ge=1,
+        omit_default=True,
+    )
 
 
 @dataclass(frozen=True)

@@ -18,8 +18,8 @@ from collections.abc import Callable, Hashable
 import numpy as np
 import pandas as pd
 
-from helpers import store
-from helpers.agents import AgentLike, agent_id, opened
+from helpers import parallel, store
+from helpers.agents import Agent, AgentLike, agent_id, opened
 from helpers.envs.base import Task
 from helpers.metrics import bootstrap_ci, method_difference, method_summary, paired_bootstrap_diff
 from helpers.policy import Policy, Sampling
@@ -51,6 +51,7 @@ def evaluate_grid(
     device: str = "cpu",
     max_batch: int = 512,
     require_seed: bool = False,
+    workers: int = 1,
 ) -> pd.DataFrame:
     """Success records for every (model, budget) cell; complete cells already in `records` are reused.
 
@@ -67,6 +68,11 @@ def evaluate_grid(
     same agent (`agent_id`: model and temperature), so a changed model is evaluated anew and a cell cut short by
     a kill mid-append is dropped (the file is rewritten without it, atomically; records of other tasks stay) and
     rolled out again, to exactly the records an uninterrupted run writes.
+
+    `workers` > 1 rolls out that many models at once, each in a worker process with one thread
+    (`parallel.ordered_map`; `Agent`s only, a loaded policy stays here); the parent writes every cell, in the same
+    order as one process does, so the records are the same. A model's cells then reach the file together, when the
+    model is done.
     """
     if not tasks:
         raise ValueError(f"evaluate_grid on {env_name}: the task list is empty (check the split, n_tasks or the "
@@ -103,22 +109,48 @@ def evaluate_grid(
     todo = {name: Ts for name, Ts in todo.items() if Ts}
     progress = bar(total=sum(map(len, todo.values())), desc="evaluation cells", leave=False)
     per_call = max(1, max_batch // n_samples)
-    for name, todo_budgets in todo.items():
-        with opened(models[name], name, device) as policy:  # one model at a time
-            for T in todo_budgets:
-                trajs = []
-                for i in range(0, len(tasks), per_call):
-                    trajs += rollout(policy, env_name, tasks[i : i + per_call], T, n_samples, sampling, seed=seed,
-                                     step_quality=False, model_name=name)  # fmt: skip
-                if trajectories is not None:
-                    trajectories.append([t.to_dict() for t in trajs])
-                records.append([{**trajectory_record(t), "agent_id": ids[name], "seed": seed} for t in trajs])
-                progress.update(1)
+    keep = trajectories is not None
+
+    def write(name: str, recs: list[dict], full: list[dict] | None) -> None:
+        if full is not None:
+            trajectories.append(full)
+        records.append([{**r, "agent_id": ids[name], "seed": seed} for r in recs])
+        progress.update(1)
+
+    args = (env_name, tasks, n_samples, sampling, seed, per_call, keep)
+    if workers > 1 and len(todo) > 1 and all(isinstance(models[n], Agent) for n in todo):
+        jobs = [(models[name], name, device, Ts, *args) for name, Ts in todo.items()]
+        for name, cells in zip(todo, parallel.ordered_map(_agent_cells, jobs, workers), strict=True):
+            for _, recs, full in cells:
+                write(name, recs, full)
+    else:
+        for name, todo_budgets in todo.items():
+            with opened(models[name], name, device) as policy:  # one model at a time
+                for _, recs, full in _cells(policy, name, todo_budgets, *args):
+                    write(name, recs, full)  # each cell as soon as it is done
     progress.close()
     df = pd.DataFrame(records.read(require=RECORD_KEYS))
     return df[
         df["model"].isin(list(models)) & df["budget"].isin(budgets) & df["task_id"].isin(wanted)
     ].reset_index(drop=True)
+
+
+def _cells(policy: Policy, name: str, budgets: list[int], env_name: str, tasks: list[Task], n_samples: int,
+           sampling: Sampling, seed: int, per_call: int, keep: bool):  # fmt: skip
+    """Roll out one model's cells, one budget after another: yields (budget, compact records, the full trajectories
+    or None), each in batches of `per_call` tasks."""
+    for T in budgets:
+        trajs = []
+        for i in range(0, len(tasks), per_call):
+            trajs += rollout(policy, env_name, tasks[i : i + per_call], T, n_samples, sampling, seed=seed,
+                             step_quality=False, model_name=name)  # fmt: skip
+        yield T, [trajectory_record(t) for t in trajs], [t.to_dict() for t in trajs] if keep else None
+
+
+def _agent_cells(agent: Agent, name: str, device: str, budgets: list[int], *args) -> list[tuple]:
+    """`_cells` of an agent loaded here and closed after (what a worker process of `evaluate_grid` runs)."""
+    with opened(agent, name, device) as policy:
+        return list(_cells(policy, name, budgets, *args))
 
 
 def evaluate_cells(

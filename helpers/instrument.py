@@ -120,9 +120,12 @@ def success_by_budget(cfg: Config, tok, cases: dict = CASES) -> pd.DataFrame:
     for p in used:
         for k in copies:
             policy = player(cfg, tok, p, k)
-            for (f, b), ts in cells.items():  # the same seed for every player: the same draws of the ice
-                trajs = rollout(policy, cfg.env.name, ts, b, cfg.eval.n_samples, sampling, seed=cfg.seed + 1000,
-                                step_quality=False)  # fmt: skip
+            for (
+                f,
+                b,
+            ), ts in cells.items():  # copy k on RL seed k's stream, as budgetmix.evaluate draws seed k
+                trajs = rollout(policy, cfg.env.name, ts, b, cfg.eval.n_samples, sampling,
+                                seed=controls.stream(cfg.seed + 1000, k), step_quality=False)  # fmt: skip
                 # the cell's fraction, as budgetmix.evaluate records it (b / T_max differs where b was rounded)
                 records += [{**evaluation.trajectory_record(t), "fraction": f} for t in trajs]
     df = pd.DataFrame(records)

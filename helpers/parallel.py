@@ -1,8 +1,10 @@
-"""Several RL runs at once: each in its own worker process, with one progress bar per run.
+"""Work in worker processes: several RL runs at once (`train_many`), or any module-level function over a list of
+jobs (`ordered_map`, the evaluation of several models at once).
 
 The tiny model's steps are small-matrix bound, so two runs with one thread each finish sooner on two cores than
 one after the other with two threads. The base and the probe pool are built first, in the parent, so the workers
-never race to write the same files; progress comes from the runs' metrics logs.
+never race to write the same files; progress comes from the runs' metrics logs. Workers never write what the parent
+writes: `ordered_map` hands every result back to the parent, in the order of the jobs.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 import multiprocessing as mp
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import torch
@@ -44,18 +46,47 @@ class _Share:
         pass
 
 
-def _run_in_worker(
-    train: TrainFn, cfg: Config, mode: str, seed: int, threads: int, env: dict, cwd: str
-) -> str:
+def _enter_worker(threads: int, env: dict, cwd: str) -> None:
     # a forkserver's child inherits the server's environment and folder, from when it started: take the caller's
     os.environ.clear()
     os.environ.update(env, KIT_WORKER="1")
     os.chdir(cwd)
     torch.set_num_threads(threads)
+
+
+def _run_in_worker(
+    train: TrainFn, cfg: Config, mode: str, seed: int, threads: int, env: dict, cwd: str
+) -> str:
+    _enter_worker(threads, env, cwd)
     return str(train(cfg, mode, seed))
 
 
-def _context(train: TrainFn) -> mp.context.BaseContext:
+def _call_in_worker(fn: Callable, args: tuple, env: dict, cwd: str):
+    _enter_worker(1, env, cwd)
+    return fn(*args)
+
+
+def ordered_map(fn: Callable, jobs: list[tuple], workers: int) -> Iterator:
+    """`fn(*job)` for every job, `workers` at a time in worker processes with one torch thread each; yields the
+    results in the order of `jobs` (each as soon as it and every job before it are done), so what the caller writes
+    from them is the same, in the same order, whatever the number of workers. `fn` must be a module-level function
+    and the jobs and results picklable. With one worker (or one job) the jobs run here, one after the other."""
+    if workers <= 1 or len(jobs) <= 1:
+        for job in jobs:
+            yield fn(*job)
+        return
+    env, cwd = dict(os.environ), os.getcwd()
+    with cf.ProcessPoolExecutor(min(workers, len(jobs)), mp_context=_context(fn)) as pool:
+        futures = [pool.submit(_call_in_worker, fn, job, env, cwd) for job in jobs]
+        try:
+            for f in futures:
+                yield f.result()  # a failed job raises here, naming its traceback
+        finally:
+            for f in futures:
+                f.cancel()
+
+
+def _context(train: Callable) -> mp.context.BaseContext:
     """Workers are forked from a server process that imported `train`'s module once (the first call starts it; it
     lives as long as this process), not spawned afresh: a spawned worker spent about 15 s of a core importing torch
     and the kit before its first step. Where there is no forkserver (Windows), spawn."""

@@ -106,7 +106,7 @@ def evaluate(cfg: Config, sw: Sweep, out: store.Run) -> pd.DataFrame:
     for k, group in (sw.groups or {0: sw.agents}).items():
         frames = evaluation.evaluate_cells(group, cfg.env.name, cells, cfg.sweep.n_samples, sampling,
                                            seed=controls.stream(cfg.seed + 3000, k), records=records,
-                                           require_seed=True)  # fmt: skip
+                                           require_seed=True, workers=cfg.eval.workers)  # fmt: skip
         parts += [frames[(T, b)].assign(budget=T) for T, b in cells]
     return pd.concat(parts, ignore_index=True)
 

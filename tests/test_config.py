@@ -140,16 +140,18 @@ SINCE_839D5C0 = {
     # 2026-12-04 (issues 26/27), the cpu testbed: maps selected by their budget-awareness gap (env.frozenlake
     # select_min_gap 10, n_train 1000; so a new base and env settings), five RL seeds, sweep.n_samples 8; the RL
     # recipe's train part is unchanged. cpu_process mirrors cpu in every key but `process`.
-    "cpu/None": {"config": "dc265baa95754149946171917d3279affd1f08e80b628a1785f7a00e76ebedea", "base": "base-3ba8e4bb9e", "env_settings": "6a2fed089833f255314601bb776988afbe398d8440d69c6df1b403b5d1f8c7d1"},
-    "cpu/bfcl": {"config": "34734a005f9a56c0479771559e16468b5dc27febf4cab2468c4371ed0767cabb", "base": "base-3ba8e4bb9e"},
-    "cpu/deepcoder": {"config": "c15299739900e449ad44b90b4103362f443e012078c56c9f8b989f185b7066c0", "base": "base-3ba8e4bb9e"},
-    "cpu/frozenlake": {"config": "aadc204b1bb0ceaabe2571512e263bbfdeb3e5ec6854cca33578102a67ba3b59", "base": "base-3ba8e4bb9e", "env_settings": "6a2fed089833f255314601bb776988afbe398d8440d69c6df1b403b5d1f8c7d1"},
-    "cpu/intercode_sql": {"config": "5ba2a5f2433fec3befde69544f1a1217663f4d64307b5baf717d5b1eee8788e3", "base": "base-3ba8e4bb9e"},
-    "cpu_process/None": {"config": "9daf5e7448b7f4fb55afc1e31cc8ddb5184eccde5a0ab197b8f1bcdce4620516", "base": "base-3ba8e4bb9e", "env_settings": "6a2fed089833f255314601bb776988afbe398d8440d69c6df1b403b5d1f8c7d1"},
-    "cpu_process/bfcl": {"config": "6df6d39a0eea67fd32e779c4763f1bf60f21d822eafd9c869d9760aa66a09bb7", "base": "base-3ba8e4bb9e"},
-    "cpu_process/deepcoder": {"config": "deec9f2e93e3e03d2935bc85b0606326859faa695e82aae0d14cc22d8c8f1082", "base": "base-3ba8e4bb9e"},
-    "cpu_process/frozenlake": {"config": "1b207155822d6e9753a01081954799dc1e5795cd082a9a65fd7206aa90c0e341", "base": "base-3ba8e4bb9e", "env_settings": "6a2fed089833f255314601bb776988afbe398d8440d69c6df1b403b5d1f8c7d1"},
-    "cpu_process/intercode_sql": {"config": "f4ea887c50964a8efa7bee3b9445c64baba3b8b4b0ab49aa4164376086b43aba", "base": "base-3ba8e4bb9e"},
+    # 2026-12-05: eval.workers 2 in cpu and cpu_process (two models evaluated at once; layout only): every config
+    # hash of both, nothing else.
+    "cpu/None": {"config": "1946d13da58fa301d8a8bfa45b1adb507b3ba233c0ee4295dffe0009be47b22d", "base": "base-3ba8e4bb9e", "env_settings": "6a2fed089833f255314601bb776988afbe398d8440d69c6df1b403b5d1f8c7d1"},
+    "cpu/bfcl": {"config": "3a9345816b2215086d54af74f9dc54b690bc6667e3ac2612a455f4c3e75b0a26", "base": "base-3ba8e4bb9e"},
+    "cpu/deepcoder": {"config": "04541ddfc3037ceb07b74b712cb646dd598657d74cff09d0e72c5be1468966cf", "base": "base-3ba8e4bb9e"},
+    "cpu/frozenlake": {"config": "6861cbb706355463d51728f1c93f2837ed3f506d9e895667c7e46d1819b3aeb6", "base": "base-3ba8e4bb9e", "env_settings": "6a2fed089833f255314601bb776988afbe398d8440d69c6df1b403b5d1f8c7d1"},
+    "cpu/intercode_sql": {"config": "49f3e657c72f2b252dc4a8323eaa117ace0fb1734bc192fce135d63ad32a4d2a", "base": "base-3ba8e4bb9e"},
+    "cpu_process/None": {"config": "8021530dca3247e76f65b61de668e399b3b7fea787ebef79a2ffc22ea4431d5f", "base": "base-3ba8e4bb9e", "env_settings": "6a2fed089833f255314601bb776988afbe398d8440d69c6df1b403b5d1f8c7d1"},
+    "cpu_process/bfcl": {"config": "34785601bfc0a38471287a992353c943c80f7affaa749f56069b2c83fb8c1707", "base": "base-3ba8e4bb9e"},
+    "cpu_process/deepcoder": {"config": "db714fd9d547bbb94d34d8665f9693839884f5006e9d9c852cb80a842b52acee", "base": "base-3ba8e4bb9e"},
+    "cpu_process/frozenlake": {"config": "f664ea1fec4108aa578563ca12c956e6084c0c079421e47ff092849b6f00247b", "base": "base-3ba8e4bb9e", "env_settings": "6a2fed089833f255314601bb776988afbe398d8440d69c6df1b403b5d1f8c7d1"},
+    "cpu_process/intercode_sql": {"config": "7e405553b7df9aa018049778efd61334c3061760abd7fc38b6cacb7a9363060c", "base": "base-3ba8e4bb9e"},
 }  # fmt: skip
 
 

@@ -235,3 +235,34 @@ def test_a_cell_drawn_on_another_stream_is_not_reused_where_the_seed_is_required
     assert CountingPolicy.calls == calls
     evaluate.evaluate_grid({"base": pol}, "frozenlake", tasks, [2], 2, sampling, 7, rec, require_seed=True)
     assert CountingPolicy.calls > calls
+
+
+def test_models_in_worker_processes_write_the_records_one_process_writes(base_path, tmp_path):
+    """`eval.workers`: two models rolled out at once in worker processes give the same records (and full
+    trajectories), in the same order, as one process; a loaded policy is never sent to a worker."""
+    cfg = config.load("smoke")
+    tasks = load_tasks("frozenlake", "test", n=3, **settings(cfg))
+    sampling = Sampling(1.0, 1.0, 6)
+    roster = {"base": Agent("base", base_path, cfg), "sharp": Agent("sharp", base_path, cfg, temperature=0.5),
+              "greedy": Agent("greedy", base_path, cfg, temperature=0.0)}  # fmt: skip
+    runs = {}
+    for workers in (1, 2):
+        rec, full = store.Records(tmp_path / f"r{workers}"), store.Records(tmp_path / f"t{workers}")
+        df = evaluate.evaluate_grid(
+            roster, "frozenlake", tasks, [2, 4], 2, sampling, 5, rec, full, workers=workers
+        )
+        runs[workers] = (
+            df,
+            rec.read(),
+            [{k: v for k, v in t.items() if k != "logprobs"} for t in full.read()],
+        )
+    (df1, rec1, full1), (df2, rec2, full2) = runs[1], runs[2]
+    assert df1.equals(df2) and rec1 == rec2 and full1 == full2
+    assert [r["model"] for r in rec2[:: 3 * 2]] == ["base", "base", "sharp", "sharp", "greedy", "greedy"]
+    pol = HFPolicy.from_pretrained(
+        base_path, name="base"
+    )  # loaded here: evaluated here, whatever `workers` says
+    mixed = evaluate.evaluate_grid({"base": pol, "sharp": roster["sharp"]}, "frozenlake", tasks, [2], 2, sampling,
+                                   5, store.Records(tmp_path / "m"), workers=2)  # fmt: skip
+    same = df1[(df1["budget"] == 2) & df1["model"].isin(["base", "sharp"])].reset_index(drop=True)
+    assert mixed.equals(same)

@@ -71,3 +71,47 @@ def test_brute_force_refuses_a_map_too_large_to_enumerate():
     task = _task(6, 1)
     with pytest.raises(ValueError, match="at most 8 movable squares"):
         headroom.brute_force_blind(task, 4)
+
+
+def test_headroom_captured_gives_0_to_the_blind_policy_100_to_the_optimum_and_no_share_to_a_tiny_headroom():
+    """Notebook 02's share of the budget-awareness headroom (`budgetmix.headroom_captured`): a method whose every seed
+    succeeds exactly as the best blind policy for T_max captures 0 %, one that succeeds as the optimum 100 %; the
+    budget-blind references carry their exact shares; where the headroom is under MIN_HEADROOM points there is none."""
+    import pandas as pd
+
+    from helpers import budgetmix, config
+
+    cfg = config.load("cpu")
+    payload = {
+        "desc": ["SFFFG", "FHHHF", "FFFFF", "FFFFF", "FFFFF"],
+        "is_slippery": True,
+        "success_rate": 0.8,
+    }
+    tasks = [
+        Task("detour", "frozenlake", payload, 16)
+    ]  # REFERENCE.md's risky short route beside a safe detour
+    cells = {(0.25, 4): tasks, (0.5, 8): tasks, (1.0, 16): tasks}
+    h = headroom.table(tasks, [4, 8, 16], 16, cfg.sft.epsilon, cfg.sft.habit_gamma, cfg.seed)
+    rows = []
+    for (f, b), _ in cells.items():
+        for method, col in (("blindlike", "blind_t_max"), ("optimal", "optimum")):
+            rows.append({"method": method, "fraction": f, "per_seed": [float(h.loc[b, col])] * 3})
+    ev = budgetmix.Evaluation(tasks, cells, {"blindlike": ["b"], "optimal": ["o"]}, pd.DataFrame())
+    got = budgetmix.headroom_captured(cfg, ev, pd.DataFrame(rows)).set_index(["who", "fraction"])
+    points = 100 * (h["optimum"] - h["blind_t_max"])
+    for f, b in cells:
+        if points[b] < budgetmix.MIN_HEADROOM:
+            assert (
+                got.loc[("optimal", f)].isna()["share_pct"] and got.loc[("blind_mix", f)].isna()["share_pct"]
+            )
+            continue
+        assert got.loc[("blindlike", f), "share_pct"] == pytest.approx(0, abs=1e-9)
+        assert got.loc[("optimal", f), "share_pct"] == pytest.approx(100)
+        assert got.loc[("optimal", f), "headroom_points"] == pytest.approx(points[b])
+        mix = 100 * (h.loc[b, "blind_mix"] - h.loc[b, "blind_t_max"]) / (points[b] / 100)
+        assert got.loc[("blind_mix", f), "share_pct"] == pytest.approx(mix)
+    assert (points < budgetmix.MIN_HEADROOM).any() and (points >= budgetmix.MIN_HEADROOM).any()
+    m = budgetmix.captured_metrics(got.reset_index())
+    assert set(m["shares"]) == {"blindlike", "optimal", *budgetmix.CAPTURE_REFERENCES}
+    lines = budgetmix.captured_findings({"headroom_captured": m})
+    assert len(lines) == 2 and "100 %" in lines[1] and " / - " in lines[1]

@@ -132,11 +132,6 @@ def test_output_check_passes_a_few_plain_lines():
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the committed results/cpu/executed (2026-12-01) predate LineBar: tqdm's text bars in 00, 01, 02, 03 and "
-    "07. The clean re-run regenerates them; then this passes and the marker must go (strict: an XPASS fails)",
-)
 def test_committed_executed_notebooks_have_clean_progress():
     found = {p.name: nbtools.progress_problems(nbformat.read(p, as_version=4)) for p in EXECUTED}
     assert EXECUTED and not any(found.values()), {k: v for k, v in found.items() if v}

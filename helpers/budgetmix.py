@@ -545,7 +545,7 @@ def captured_findings(m: dict) -> list[str]:
         f"(optimum - it); headroom {fmt.joined(c['headroom_points'], 1)} points at "
         f"{fraction_label(c['headroom_points'])} % of T_max; '-' where it is under {c['min_headroom_points']:g} "
         "points; t-interval over seeds): " + "; ".join(f"{w} {cells(w)}" for w in models) + ".",
-        f"  Without reading the budget at all, {c['references']['blind_mix']} captures {cells('blind_mix')} and "
+        f"  Without reading the budget at all, the {c['references']['blind_mix']} captures {cells('blind_mix')} and "
         f"the {c['references']['blind_own_budget']} {cells('blind_own_budget')}: a share is budget awareness only "
         "where the budget-swap probe below also moves; otherwise it is a budget-blind policy tuned to tighter "
         "budgets.",

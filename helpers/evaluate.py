@@ -71,8 +71,9 @@ def evaluate_grid(
 
     `workers` > 1 rolls out that many models at once, each in a worker process with one thread
     (`parallel.ordered_map`; `Agent`s only, a loaded policy stays here); the parent writes every cell, in the same
-    order as one process does, so the records are the same. A model's cells then reach the file together, when the
-    model is done.
+    order as one process does, so the records are the same (tested; the cpu series' records were byte for byte those
+    of one process). The full trajectories' log-probs can differ in their last bits (one thread against the
+    parent's). A model's cells then reach the file together, when the model is done.
     """
     if not tasks:
         raise ValueError(f"evaluate_grid on {env_name}: the task list is empty (check the split, n_tasks or the "

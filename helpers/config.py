@@ -442,7 +442,7 @@ class EvalConfig:
     sharpen_tasks: int = knob(64, ge=1)
     workers: int = knob(
         1,
-        "models evaluated at once in notebooks 02, 03 and 07, each in a worker process with one thread (layout "
+        "models evaluated at once in notebooks 02 and 03, each in a worker process with one thread (layout "
         "only: the records are the same)",
         ge=1,
         omit_default=True,

@@ -120,10 +120,8 @@ def success_by_budget(cfg: Config, tok, cases: dict = CASES) -> pd.DataFrame:
     for p in used:
         for k in copies:
             policy = player(cfg, tok, p, k)
-            for (
-                f,
-                b,
-            ), ts in cells.items():  # copy k on RL seed k's stream, as budgetmix.evaluate draws seed k
+            # copy k on RL seed k's stream, as budgetmix.evaluate draws seed k's group
+            for (f, b), ts in cells.items():
                 trajs = rollout(policy, cfg.env.name, ts, b, cfg.eval.n_samples, sampling,
                                 seed=controls.stream(cfg.seed + 1000, k), step_quality=False)  # fmt: skip
                 # the cell's fraction, as budgetmix.evaluate records it (b / T_max differs where b was rounded)

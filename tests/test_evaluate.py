@@ -259,9 +259,8 @@ def test_models_in_worker_processes_write_the_records_one_process_writes(base_pa
     (df1, rec1, full1), (df2, rec2, full2) = runs[1], runs[2]
     assert df1.equals(df2) and rec1 == rec2 and full1 == full2
     assert [r["model"] for r in rec2[:: 3 * 2]] == ["base", "base", "sharp", "sharp", "greedy", "greedy"]
-    pol = HFPolicy.from_pretrained(
-        base_path, name="base"
-    )  # loaded here: evaluated here, whatever `workers` says
+    # a policy loaded here is evaluated here, whatever `workers` says
+    pol = HFPolicy.from_pretrained(base_path, name="base")
     mixed = evaluate.evaluate_grid({"base": pol, "sharp": roster["sharp"]}, "frozenlake", tasks, [2], 2, sampling,
                                    5, store.Records(tmp_path / "m"), workers=2)  # fmt: skip
     same = df1[(df1["budget"] == 2) & df1["model"].isin(["base", "sharp"])].reset_index(drop=True)

@@ -4,9 +4,10 @@ brute force on small maps, its success agrees with the kit's own policy evaluati
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 
-from helpers import headroom
+from helpers import budgetmix, config, headroom
 from helpers.envs import Task
 from helpers.envs import frozenlake as fl
 
@@ -77,19 +78,13 @@ def test_headroom_captured_gives_0_to_the_blind_policy_100_to_the_optimum_and_no
     """Notebook 02's share of the budget-awareness headroom (`budgetmix.headroom_captured`): a method whose every seed
     succeeds exactly as the best blind policy for T_max captures 0 %, one that succeeds as the optimum 100 %; the
     budget-blind references carry their exact shares; where the headroom is under MIN_HEADROOM points there is none."""
-    import pandas as pd
-
-    from helpers import budgetmix, config
-
     cfg = config.load("cpu")
     payload = {
         "desc": ["SFFFG", "FHHHF", "FFFFF", "FFFFF", "FFFFF"],
         "is_slippery": True,
         "success_rate": 0.8,
     }
-    tasks = [
-        Task("detour", "frozenlake", payload, 16)
-    ]  # REFERENCE.md's risky short route beside a safe detour
+    tasks = [Task("detour", "frozenlake", payload, 16)]  # REFERENCE.md's risky route beside a safe detour
     cells = {(0.25, 4): tasks, (0.5, 8): tasks, (1.0, 16): tasks}
     h = headroom.table(tasks, [4, 8, 16], 16, cfg.sft.epsilon, cfg.sft.habit_gamma, cfg.seed)
     rows = []

@@ -225,7 +225,24 @@ def probe_table(swaps: list[SwapState], probs: list[dict]) -> pd.DataFrame:
                      "remaining": s.remaining, "total": s.total, "kind": s.kind, "r1": r1, "r2": r2,
                      "cost": s.cost, "responsiveness": float(resp), "tv": _tv(p[r1], p[r2]),
                      "p_opt": {r: float(p[r][s.optimal[r]].sum()) for r in s.shown}})  # fmt: skip
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=PROBE_COLUMNS)
+
+
+# the columns of `probe_table` (also of an empty one: a pool without swap states)
+PROBE_COLUMNS = [
+    "task_id",
+    "t",
+    "square",
+    "remaining",
+    "total",
+    "kind",
+    "r1",
+    "r2",
+    "cost",
+    "responsiveness",
+    "tv",
+    "p_opt",
+]
 
 
 def probe(policy: Policy, swaps: list[SwapState], chat: ChatFormat | None = None) -> pd.DataFrame:

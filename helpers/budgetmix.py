@@ -24,6 +24,7 @@ import pandas as pd
 from helpers import (
     budget,
     budget_probe,
+    budget_reading,
     controls,
     fmt,
     headroom,
@@ -40,7 +41,7 @@ from helpers import evaluate as evaluation
 from helpers.agents import opened_on_demand
 from helpers.config import Config
 from helpers.dynamics import R_SINGLE_CURVES, change, measured
-from helpers.envs import Task, load_tasks, settings
+from helpers.envs import Task, doorway, load_tasks, settings
 from helpers.policy import Sampling
 from helpers.rollout import ChatFormat
 
@@ -69,6 +70,18 @@ class Evaluation:
     def per_task(self) -> pd.DataFrame:
         """Success per (model, budget, task), averaged over the samples."""
         return evaluation.success_by_task(self.df)
+
+    def subset(self, family: str) -> Evaluation | None:
+        """The same evaluation on the test tasks of one FrozenLake family (`doorway.family`: `random` or
+        `doorway`), None where it has none."""
+        keep = [t for t in self.tasks if doorway.family(t) == family]
+        if not keep:
+            return None
+        ids = {t.task_id for t in keep}
+        cells = {k: [t for t in ts if t.task_id in ids] for k, ts in self.cells.items()}
+        return Evaluation(
+            keep, cells, self.methods, self.df[self.df["task_id"].isin(ids)].reset_index(drop=True)
+        )
 
 
 def sharpening_table(sharp: dict) -> pd.Series:
@@ -283,16 +296,21 @@ class BudgetSwap:
     table: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
-def swap_pool(cfg: Config, agents: dict, names: list[str]) -> tuple[list[budget_probe.SwapState], dict]:
+def swap_pool(
+    cfg: Config, agents: dict, names: list[str], family: str = "random"
+) -> tuple[list[budget_probe.SwapState], dict]:
     """The probe's states: one budget-mixed trajectory per test task (`eval.n_tasks`) of each of `names`, at a
     budget per task drawn from BudgetMix's candidates (the same draws for every model), recorded once
     (`evaluate.recorded_trajectories`); their distinct states pooled in roster order, classified by the DP
-    (`budget_probe.swap_states`), and at most `probing.n_states` of each kind kept (a seeded draw, in pool order)."""
+    (`budget_probe.swap_states`), and at most `probing.n_states` of each kind kept (a seeded draw, in pool order).
+    Only the test tasks of one `family` (`doorway.family`): the random maps and the doorway maps have pools of
+    their own."""
     tasks = load_tasks(cfg.env.name, "test", n=cfg.eval.n_tasks, seed=cfg.seed, **settings(cfg))
+    tasks = [t for t in tasks if doorway.family(t) == family]
     budgets = budget_probe.mixed_budgets(tasks, cfg.seed + 2000)
     sampling = Sampling.from_config(cfg.sampling)
     trajs = [tr for name in names
-             for tr in evaluation.recorded_trajectories(cfg.results_name, f"budgetswap-{name}", agents[name],
+             for tr in evaluation.recorded_trajectories(cfg.results_name, f"{SWAP_PREFIX[family]}-{name}", agents[name],
                                                         cfg.env.name, tasks, budgets, 1, sampling,
                                                         seed=cfg.seed + 2000, step_quality=False)]  # fmt: skip
     states = budget_probe.distinct_states(trajs, tasks)
@@ -333,20 +351,29 @@ def swap_summary(
     return BudgetSwap(swaps, per_state, summaries, dict(kinds), dict(pool or {}), table)
 
 
-def budget_swap(cfg: Config, out: store.Run) -> BudgetSwap | None:
+SWAP_PREFIX = {"random": "budgetswap", "doorway": "doorwayswap"}  # the recorded files of each family's probe
+
+
+def budget_swap(cfg: Config, out: store.Run, family: str = "random") -> BudgetSwap | None:
     """The budget-swap probe (`helpers.budget_probe`) of every roster model, the sharpened base and the scripted
     references (`SWAP_REFERENCES`) on one pool of swap states (`swap_pool`): each model loaded once, one at a time,
     and only where its move probabilities are not recorded yet (`evaluate.recorded_per_state`, under
     `probes/budgetswap-<agent>-<hash>.json`), so a rerun on recorded results loads none. The sharpened base is the
-    base's recorded probabilities at its temperature (`budget_probe.tempered`). Writes the table `budget_probe`.
-    None where the environment is not FrozenLake (`SWAP_SKIPPED`)."""
+    base's recorded probabilities at its temperature (`budget_probe.tempered`). Writes the table `budget_probe`
+    (`budget_probe_doorway` for the doorway maps' pool, `family`). None where the environment is not FrozenLake
+    (`SWAP_SKIPPED`) or has no test task of the family."""
     if cfg.env.name != "frozenlake":
+        return None
+    if family != "random" and not any(
+        doorway.is_doorway_id(t.task_id)
+        for t in load_tasks(cfg.env.name, "test", n=cfg.eval.n_tasks, seed=cfg.seed, **settings(cfg))
+    ):
         return None
     agents = controls.agents(
         cfg, symmetric=False
     )  # a tempered twin's move probabilities are its model's, tempered
     names = [n for n in agents if n != "sharp"]  # the sharpened base is the base's model
-    swaps, pool = swap_pool(cfg, agents, names)
+    swaps, pool = swap_pool(cfg, agents, names, family)
     tokenizer = agents["base"].tokenizer()
     chat = ChatFormat(tokenizer, models.chat_kwargs(tokenizer))  # as the models' rollouts render it
     states = [s.state for s in swaps]
@@ -355,7 +382,7 @@ def budget_swap(cfg: Config, out: store.Run) -> BudgetSwap | None:
     for name in names:  # one model at a time, loaded only where its numbers are not recorded
         with opened_on_demand(agents[name], name) as policy:
             values = evaluation.recorded_per_state(
-                cfg.results_name, f"budgetswap-{name}", agents[name], states, recipe,
+                cfg.results_name, f"{SWAP_PREFIX[family]}-{name}", agents[name], states, recipe,
                 lambda get=policy: budget_probe.flat(swaps, budget_probe.move_probabilities(get(), swaps, chat)),
             )  # fmt: skip
         probs[name] = budget_probe.unflat(swaps, values)
@@ -369,7 +396,9 @@ def budget_swap(cfg: Config, out: store.Run) -> BudgetSwap | None:
     probs |= {n: budget_probe.move_probabilities(r, swaps, chat) for n, r in refs.items()}
     pool |= {"sharp_temperature": sharp_t, "delta": budget_probe.DELTA, "n_per_kind": cfg.probing.n_states}
     swap = swap_summary(swaps, probs, kinds, cfg.eval.n_bootstrap, cfg.eval.ci, cfg.seed, pool)
-    out.write_table("budget_probe", swap.table.reset_index())
+    out.write_table(
+        "budget_probe" if family == "random" else f"budget_probe_{family}", swap.table.reset_index()
+    )
     return swap
 
 
@@ -523,7 +552,7 @@ def findings(m: dict) -> list[str]:
             f"- **R_single:** not measured: {m.get('env', 'this environment')} has no step oracle "
             f"({(m.get('step_oracle') or {}).get('oracle_note', 'none declared')})."
         )
-    return lines + captured_findings(m) + swap_findings(m)
+    return lines + captured_findings(m) + swap_findings(m) + budget_reading.findings(m)
 
 
 def captured_findings(m: dict) -> list[str]:

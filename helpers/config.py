@@ -164,8 +164,33 @@ class FrozenLakeConfig:
         omit_default=True,
     )
 
+    doorway_share: float = knob(
+        0.0,
+        "issue 50: this share of the training and test tasks (and of every subset) are doorway maps "
+        "(helpers.envs.doorway: S in a corner between G and a hole, where the optimum rushes only with few turns left "
+        "and reading the budget is worth >= doorway_min_gap points on every map); 0 is off (needs is_slippery)",
+        ge=0.0,
+        lt=1.0,
+        omit_default=True,
+    )
+    doorway_success_rate: float = knob(
+        0.0,
+        "slippery ice of the doorway maps: probability a move goes where intended; 0 lets the DP choose it "
+        "(doorway.choose_success_rate: the largest mix and clock gaps with a Q* margin of 0.02)",
+        ge=0.0,
+        le=1.0,
+        omit_default=True,
+    )
+    doorway_min_gap: float = knob(
+        10.0,
+        "the least mix gap and clock gap (points) the chosen doorway success rate must give",
+        ge=0.0,
+        le=100.0,
+        omit_default=True,
+    )
+
     def check(self, key: str) -> None:
-        for name in ("select_min_gap", "select_min_mix_gap"):
+        for name in ("select_min_gap", "select_min_mix_gap", "doorway_share"):
             value = getattr(self, name)
             if value > 0 and not self.is_slippery:
                 raise ConfigError(f"{key}.{name}: {_show(value)} needs is_slippery: true (on deterministic ice no "
@@ -479,6 +504,27 @@ class ProbingConfig:
     # (absolute, or relative to the repository root), "examples" for the kit's own generated Terminus-style set,
     # or None (no transcripts).
     transcripts: str | None = knob(None, "transcripts for notebook 06: a .jsonl path, 'examples' or None")
+    # Notebook 02's supervised positive control on doorway maps (helpers.budget_control; issue 50): the base
+    # fine-tuned on the budget-aware optimum's moves, on doorway training maps at BudgetMix budgets.
+    control_demos: int = knob(
+        2000, "optimum episodes on doorway training maps for the supervised control", ge=1, omit_default=True
+    )
+    control_obs_steps: int = knob(
+        300,
+        "control SFT steps on single observations (then control_steps on whole episodes)",
+        ge=0,
+        omit_default=True,
+    )
+    control_steps: int = knob(150, "control SFT steps on whole episodes", ge=0, omit_default=True)
+    control_lr: float = knob(1.0e-3, "control SFT learning rate", gt=0.0, omit_default=True)
+    control_batch_size: int = knob(32, "control SFT batch size", ge=1, omit_default=True)
+    control_target: float = knob(
+        1.5,
+        "the opening responsiveness the control must reach (the optimum: 2)",
+        ge=0.0,
+        le=2.0,
+        omit_default=True,
+    )
 
     def check(self, key: str) -> None:
         _require(len(self.depth_bins) >= 2, f"{key}.depth_bins", self.depth_bins, "at least two bin edges")

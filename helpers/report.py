@@ -21,6 +21,7 @@ import re
 import sys
 
 from helpers import (
+    budget_reading,
     budgetmix,
     dynamics,
     fmt,
@@ -204,7 +205,9 @@ def findings(profile: str, notebook: str) -> str:
     that change what its numbers mean (`reported_lines`), then the notebook's own findings."""
     m = store.Run.read_metrics(profile, notebook)
     calibration = instrument_lines(m)
-    return fmt.no_negative_zero("\n".join(reported_lines(m) + calibration + FINDINGS[notebook](m)))
+    opening = budget_reading.headline(m) if notebook == "02_budgetmix_training" else ""
+    head = [opening, ""] if opening else []  # 02 opens with what its evidence says together
+    return fmt.no_negative_zero("\n".join(head + reported_lines(m) + calibration + FINDINGS[notebook](m)))
 
 
 def instrument_lines(m: dict) -> list[str]:

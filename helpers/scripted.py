@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from helpers import headroom
-from helpers.envs import Task
+from helpers.envs import Task, doorway
 from helpers.envs import frozenlake as fl
 from helpers.policy import Generation, Sampling
 from helpers.rollout import ChatFormat
@@ -120,7 +120,7 @@ class ScriptedPolicy:
     def __init__(
         self, kind: str, tokenizer, *, epsilon: float = 0.0, habit_gamma: float = 0.99, t_max: int = 8,
         is_slippery: bool = True, success_rate: float = 0.75, seed: int = 0, name: str | None = None,
-        chat_kwargs: dict | None = None,
+        chat_kwargs: dict | None = None, doorway_rate: float | None = None,
     ):  # fmt: skip
         if kind not in KINDS:
             raise ValueError(f"scripted: kind must be one of {KINDS}, got {kind!r}")
@@ -128,6 +128,7 @@ class ScriptedPolicy:
             raise ValueError(f"scripted: epsilon must lie in [0, 1], got {epsilon}")
         self.kind, self.epsilon, self.habit_gamma = kind, float(epsilon), float(habit_gamma)
         self.t_max, self.is_slippery, self.success_rate = int(t_max), bool(is_slippery), float(success_rate)
+        self.doorway_rate = None if doorway_rate is None else float(doorway_rate)  # the ice of doorway maps
         self.seed = int(seed)
         self.name = name or (f"{kind}+eps{epsilon:g}" if epsilon else kind)
         self.tokenizer = tokenizer
@@ -147,6 +148,7 @@ class ScriptedPolicy:
         """A player on the profile's FrozenLake (T_max, slip) with the demonstrator's habit discount, with random
         moves at the demonstrator's rate `sft.epsilon` (`noisy`) or none."""
         f = cfg.env.frozenlake
+        kw.setdefault("doorway_rate", doorway.configured_rate(f))
         return cls(kind, tokenizer, epsilon=cfg.sft.epsilon if noisy else 0.0, habit_gamma=cfg.sft.habit_gamma,
                    t_max=f.t_max, is_slippery=f.is_slippery, success_rate=f.success_rate, **kw)  # fmt: skip
 
@@ -159,7 +161,7 @@ class ScriptedPolicy:
         return self._tables[key]
 
     def _table(self, desc: tuple[str, ...], remaining: int) -> np.ndarray:
-        slip, rate = self.is_slippery, self.success_rate
+        slip, rate = self.is_slippery, self.rate_of(desc)
         if self.kind == "habit":
             pi = _greedy(fl._stationary_q(desc, self.habit_gamma, slip, rate), 1e-9)
         elif self.kind in ("blind_t_max", "blind_mix"):
@@ -167,6 +169,13 @@ class ScriptedPolicy:
         else:
             pi = _greedy(fl._optimal_q(desc, int(remaining), 1.0, slip, rate)[int(remaining)], 1e-12)
         return fl.with_random_moves(pi, self.epsilon)
+
+    def rate_of(self, desc: tuple[str, ...]) -> float:
+        """The ice's success rate on map `desc`: the doorway rate on a doorway map (`doorway.is_doorway`; the
+        kit's random maps never have that shape) where this player knows one, the profile's otherwise."""
+        if self.doorway_rate is not None and doorway.is_doorway(desc):
+            return self.doorway_rate
+        return self.success_rate
 
     def exact_policy(self, task: Task, budget: int) -> np.ndarray:
         """What this player plays on `task` within `budget` turns as one array for `frozenlake.policy_success`:

@@ -15,7 +15,18 @@ import pandas as pd
 from helpers import base_model, budget, evaluate, fmt, headroom, plots, store
 from helpers.agents import Agent, opened
 from helpers.config import Config
-from helpers.envs import Task, bfcl, code, format_transcript, load_tasks, make, play, settings, step_oracle
+from helpers.envs import (
+    Task,
+    bfcl,
+    code,
+    doorway,
+    format_transcript,
+    load_tasks,
+    make,
+    play,
+    settings,
+    step_oracle,
+)
 from helpers.envs import frozenlake as fl
 from helpers.policy import Sampling
 from helpers.rollout import ChatFormat, LastTurnContext, rollout
@@ -153,6 +164,7 @@ def curve(cfg: Config, test: list[Task], out: store.Run) -> pd.DataFrame | None:
     `testbed`); None off FrozenLake."""
     if not is_testbed(cfg):
         return None
+    test = [t for t in test if doorway.family(t) == "random"]  # the doorway maps have a section of their own
     t_max = cfg.env.frozenlake.t_max
     Ts = list(range(1, t_max + 1))
     fractions = _fractions(cfg)
@@ -187,6 +199,61 @@ def curve(cfg: Config, test: list[Task], out: store.Run) -> pd.DataFrame | None:
     out.write_table("testbed", c)
     out.save_figure(plots.testbed(c, t_max), "testbed")
     return c
+
+
+def doorway_section(cfg: Config, test: list[Task], out: store.Run) -> dict | None:
+    """The doorway maps (`helpers.envs.doorway`): the success rates the DP weighed (`doorway.rate_table`) and the one
+    chosen, one test map with its two moves, the exact success by budget of the optimum, the blind policy for the
+    mix (rush), the blind policy for T_max (press) and the demonstrator, and each map's mix gap (written as the
+    table `doorway_curve`); None where the run has no doorway maps."""
+    doors = [t for t in test if doorway.family(t) == doorway.FAMILY]
+    if not is_testbed(cfg) or not doors:
+        return None
+    f, t_max = cfg.env.frozenlake, cfg.env.frozenlake.t_max
+    Ts = list(range(1, t_max + 1))
+    curve = doorway.references(doors, Ts).T
+    curve["demonstrator"] = list(base_model.demonstrator_success(cfg, doors, Ts).values())
+    curve.index.name = "T"
+    out.write_table("doorway_curve", curve.reset_index())
+    gaps = np.array([fl.mix_gap(t) for t in doors])
+    first = doors[0]
+    mv = doorway.moves(first.payload["desc"])
+    rate = float(first.payload["success_rate"])
+    example = (
+        f"{first.task_id} (ice {rate:g}; rush = {fl.ACTIONS[mv['rush']]}, press = {fl.ACTIONS[mv['press']]}):\n"
+        + fl.render(first.payload["desc"], fl.start_state(first.payload["desc"]))
+    )
+    row = doorway.gaps(first.payload["desc"], rate, t_max)
+    return {
+        "rates": doorway.rate_table(t_max, f.size),
+        "curve": curve,
+        "example": example,
+        "metrics": {
+            "n_test_maps": len(doors),
+            "share": f.doorway_share,
+            "success_rate": rate,
+            "min_gap": f.doorway_min_gap,
+            "rush_up_to": row["rush_up_to"],
+            "margin": row["margin"],
+            "clock_gap": row["clock_gap"],
+            "mix_gap_min": float(gaps.min()),
+            "mix_gap_mean": float(gaps.mean()),
+            "mix_gap_max": float(gaps.max()),
+            **{name: {str(T): float(curve.loc[T, name]) for T in Ts} for name in curve.columns},
+        },
+    }
+
+
+def mix_gap_per_map(test: list[Task]) -> dict:
+    """The random test maps' mix gaps (`frozenlake.mix_gap`, points): mean, median, max, and how many reach 10."""
+    gaps = np.array([fl.mix_gap(t) for t in test if doorway.family(t) == "random"])
+    return {
+        "mean": float(gaps.mean()),
+        "median": float(np.median(gaps)),
+        "max": float(gaps.max()),
+        "n_at_least_10": int((gaps >= 10).sum()),
+        "n_maps": len(gaps),
+    }
 
 
 # the columns of `headroom.table` the testbed keeps (the blind policy tuned to each budget itself stays there)
@@ -307,7 +374,7 @@ def sql_demo_turns(demo: dict) -> pd.DataFrame:
 
 
 def summary(cfg: Config, train: list[Task], test: list[Task], testbed_curve: pd.DataFrame | None,
-            series_episode: dict | None, demos: dict[str, dict]) -> dict:  # fmt: skip
+            series_episode: dict | None, demos: dict[str, dict], doors: dict | None = None) -> dict:  # fmt: skip
     """Notebook 00's metrics.json: the tasks, the step oracle, the testbed (FrozenLake) or the series' reference
     and base episodes (elsewhere), and the three environments' scripted demos (`demos`: env -> its `demo()`)."""
     t_maxes = sorted({t.t_max for t in test})
@@ -317,7 +384,12 @@ def summary(cfg: Config, train: list[Task], test: list[Task], testbed_curve: pd.
         "tasks": {"train": len(train), "test": len(test), "t_max": [t_maxes[0], t_maxes[-1]]},
     }
     if testbed_curve is not None:
-        m["frozenlake"] = _testbed_metrics(cfg, train, test, testbed_curve)
+        random = [t for t in test if doorway.family(t) == "random"]
+        m["frozenlake"] = _testbed_metrics(
+            cfg, [t for t in train if doorway.family(t) == "random"], random, testbed_curve
+        )
+        m["frozenlake"]["mix_gap_per_map"] = mix_gap_per_map(random)
+        m["frozenlake"]["doorway"] = None if doors is None else doors["metrics"]
     if series_episode is not None:
         m["series"] = series_episode["metrics"]
     m["deepcoder"] = {
@@ -384,13 +456,20 @@ def findings(m: dict) -> list[str]:
         f"greedy habit) {fmt.joined(habit, 1, sign=True)}; **budget awareness** (optimum minus the best "
         f"budget-blind policy for T_max) {fmt.joined(aware, 1, sign=True)}, and against the best budget-blind "
         f"policy for BudgetMix's budget mix {fmt.joined(fl_m['budget_awareness_vs_mix_points'], 1, sign=True)}. "
-        "Only the last needs an agent that reads the budget; "
+        "The budget-awareness headroom is what an agent trained at T_max alone misses: "
         + (
-            "it is at least 8 points at 25 % and 50 % of T_max and 4 at 75 %: the testbed can show budget "
-            "awareness."
+            "at least 8 points at 25 % and 50 % of T_max and 4 at 75 %."
             if enough
-            else "it is under 8 points at 25 % or 50 % of T_max, or under 4 at 75 %: on these maps a budget-blind "
-            "policy is nearly as good as the optimum, so budget awareness has little to show."
+            else "under 8 points at 25 % or 50 % of T_max, or under 4 at 75 %."
+        )
+        + " Only the last (against the blind policy for the mix) needs an agent that *reads* the budget: a blind "
+        "agent trained on the mix reaches the rest by rushing."
+        + (
+            f" Averaged over the mix it is {fmt.number(mg['mean'], 1)} points per map (median "
+            f"{fmt.number(mg['median'], 1)}, max {fmt.number(mg['max'], 1)}; {mg['n_at_least_10']} of {mg['n_maps']} "
+            "maps reach 10): on these random maps reading the budget is worth little."
+            if (mg := fl_m.get("mix_gap_per_map"))
+            else ""
         ),
         f"- **Demonstrator** (exact): {fmt.joined(fl_m['demonstrator_success'])}; **base** in the context it plays "
         f"in (whole conversation): {fmt.joined(fl_m['base_success'])}, in a one-turn context: "
@@ -399,6 +478,19 @@ def findings(m: dict) -> list[str]:
         f"{fmt.number(fl_m['min_base_over_demonstrator'], 2)}; the testbed asks for at least 0.80 at every budget: "
         f"{'met' if fl_m['min_base_over_demonstrator'] >= 0.8 else 'NOT met'}).",
     ]
+    d = fl_m.get("doorway")
+    if d:
+        lines.append(
+            f"- **Doorway maps** ({d['n_test_maps']} test maps, a share of {d['share']:g} of every split; S in a "
+            f"corner between the goal and a hole): the DP chose ice of success rate {d['success_rate']:g} (the "
+            f"optimum rushes with at most {d['rush_up_to']} turns left and presses into the wall otherwise; Q* margin "
+            f"{fmt.number(d['margin'], 3)}). Reading the budget is worth {fmt.number(d['mix_gap_min'], 1)} to "
+            f"{fmt.number(d['mix_gap_max'], 1)} points per map under BudgetMix's mix (against the best blind "
+            f"policy for the mix, always rush; {fmt.number(d['clock_gap'], 1)} against one that counts its own "
+            f"turns): at least {d['min_gap']:g} on every map. Exact success at T = 1..{len(d['optimum'])}: optimum "
+            f"{fmt.joined(d['optimum'])}; rush {fmt.joined(d['rush (blind for the mix)'])}; press "
+            f"{fmt.joined(d['press (blind for T_max)'])}; the demonstrator {fmt.joined(d['demonstrator'])}."
+        )
     sft = fl_m.get("base_sft") or {}
     if sft:
         lines.append(

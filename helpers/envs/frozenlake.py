@@ -528,13 +528,21 @@ class FrozenLakeEnv:
         map_seed: int = 0,
         select_min_gap: float = 0.0,
         select_min_mix_gap: float = 0.0,
+        doorway_share: float = 0.0,
+        doorway_success_rate: float = 0.0,
+        doorway_min_gap: float = 10.0,
     ) -> list[Task]:
         """Tasks of one split; with `n`, a seeded subset of it (the whole split keeps its stored order).
 
         `select_min_gap` > 0 keeps only maps whose budget-awareness gap (`budget_gaps` at 25 / 50 / 75 % of
         `t_max`, on the task's dynamics) averages at least that many points, and `select_min_mix_gap` > 0 only maps
         whose `mix_gap` (against a blind policy tuned to BudgetMix's mix) is at least that many, in both splits
-        (`map_sets`)."""
+        (`map_sets`).
+
+        `doorway_share` > 0 makes that share of each split (and of every subset: `n` is split by the share, each part a
+        seeded subset) doorway tasks (`helpers.envs.doorway`), listed after the random maps, on ice of
+        `doorway_success_rate` (0: chosen by DP, `doorway.choose_success_rate` with `doorway_min_gap`). Random maps of
+        the doorway shape are left out of the random part, so the shape alone tells the two families apart."""
         check_split(split, "frozenlake")
         if source != "bundled":
             raise ValueError("frozenlake maps are generated locally; source must be 'bundled'")
@@ -552,7 +560,33 @@ class FrozenLakeEnv:
                 float(select_min_gap),
                 float(select_min_mix_gap),
             )
+        doors: list[Task] = []
+        if doorway_share > 0:
+            from helpers.envs import doorway
+
+            if not is_slippery:
+                raise ValueError("frozenlake: doorway tasks need slippery ice (is_slippery: true)")
+            rate = doorway_success_rate or doorway.choose_success_rate(t_max, size, doorway_min_gap)
+            n_door = {s: round(doorway_share * k) for s, k in (("train", n_train), ("test", n_test))}
+            n_train, n_test = n_train - n_door["train"], n_test - n_door["test"]
+            k = None if n is None else round(doorway_share * n)
+            n = None if n is None else n - k
+            doors = doorway.tasks(
+                split,
+                k,
+                seed,
+                size=size,
+                hole_p=hole_p,
+                t_max=t_max,
+                success_rate=rate,
+                gamma=gamma,
+                n_train=n_door["train"],
+                n_test=n_door["test"],
+                map_seed=map_seed,
+            )
         maps = map_sets(size, hole_p, n_train, n_test, map_seed, select)[split]
+        if doors:
+            maps = [d for d in maps if not doorway.is_doorway(d)]
         return [
             Task(
                 task_id=f"fl{size}-{split}-{i:05d}",
@@ -566,7 +600,7 @@ class FrozenLakeEnv:
                 t_max=t_max,
             )
             for i, desc in seeded_subset(list(enumerate(maps)), n, seed)
-        ]
+        ] + doors
 
     @staticmethod
     def upper_bound(task: Task, budget: int) -> float:

@@ -9,7 +9,7 @@ PY     := $(VENV)/bin/python
 PROFILE ?= cpu
 REQS   := requirements.txt requirements-nodeps.txt pyproject.toml
 
-.PHONY: install reproduce rehearse test browser-test check verify lint format strip clean-results
+.PHONY: install reproduce budget-curve rehearse test browser-test check verify lint format strip clean-results
 
 install:
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -28,6 +28,12 @@ install:
 
 reproduce: install
 	$(PY) -m helpers.run --profile $(PROFILE) --fresh
+
+# Issue 50's compute curve (configs/cpu_budget_curve.yaml, helpers.budget_curve): BudgetMix for three seeds at five times
+# the recipe's RL steps from the cpu base (taken from results/cpu/models when `make reproduce` built it there), the
+# opening responsiveness and doorway success at the base and every saved step. About 40 minutes on 2 cores.
+budget-curve: install
+	KIT_BASE_CACHE=$(CURDIR)/results/cpu/models OMP_NUM_THREADS=1 $(PY) -m helpers.budget_curve
 
 # The gpu profile's code paths on CPU before a GPU is lent (configs/qwen3_rehearsal.yaml): every notebook with Qwen3's
 # real tokenizer and chat template on a small random Qwen3 (bfloat16 autocast, the HF backend), then the TRL path

@@ -24,7 +24,7 @@ from helpers import budget, controls, fmt, metrics, plots, stats, store
 from helpers import evaluate as evaluation
 from helpers.agents import Agent
 from helpers.config import Config
-from helpers.envs import Task, load_tasks, settings
+from helpers.envs import Task, doorway, load_tasks, settings
 from helpers.envs.base import env_class
 from helpers.policy import Sampling
 
@@ -64,6 +64,22 @@ class Sweep:
     @property
     def Ts(self) -> list[int]:
         return sorted(self.by_T)
+
+    def subset(self, family: str) -> Sweep | None:
+        """The same sweep on the test tasks of one FrozenLake family (`doorway.family`), None where it has none."""
+        keep = [t for t in self.tasks if doorway.family(t) == family]
+        if not keep:
+            return None
+        ids = {t.task_id for t in keep}
+        cells = {k: [t for t in ts if t.task_id in ids] for k, ts in self.cells.items()}
+        by_T = {
+            T: {b: [t for t in ts if t.task_id in ids] for b, ts in c.items()} for T, c in self.by_T.items()
+        }
+        return Sweep(self.env, keep, cells, by_T, self.agents, self.methods, self.groups)
+
+    def records(self, df: pd.DataFrame) -> pd.DataFrame:
+        """The rows of an evaluation `df` on this sweep's tasks."""
+        return df[df["task_id"].isin({t.task_id for t in self.tasks})].reset_index(drop=True)
 
     def bound(self, k: int) -> dict[int, float | None]:
         """The structural upper bound of Pass@(k, T) per T: what k tries of the best policy reach (None where the
@@ -328,6 +344,55 @@ def summary(cfg: Config, sw: Sweep, g: pd.DataFrame, pass_t: pd.DataFrame, gaps_
     }
 
 
+def doorway_pass(sw_all: Sweep, df_all: pd.DataFrame, k: int, n_boot: int = 1000, ci: float = 0.95,
+                 seed: int = 0) -> dict | None:  # fmt: skip
+    """Pass@(1, T) and Pass@(k, T) on the doorway maps alone (issue 50), per method with its interval, beside the
+    exact optimum's (the upper bound of k tries) and always-rush's (k independent tries of it); None without doorway
+    maps. What reading the budget buys at every depth T, and what sampling breadth buys without it."""
+    sw = sw_all.subset(doorway.FAMILY)
+    if sw is None or not sw.same_t_max:
+        return None
+    df = sw.records(df_all)
+    rush = doorway.references(sw.tasks, sw.Ts).loc["rush (blind for the mix)"]
+    out: dict = {"n_tasks": len(sw.tasks), "T_values": sw.Ts, "K": k}
+    for kk in sorted({1, k}):
+        t = pass_at_t(sw, metrics.per_task_pass(df, kk), kk, n_boot, ci, seed)
+        out[f"pass_at_{kk}"] = {m: {str(r.T): float(r["pass"]) for _, r in t[t["method"] == m].iterrows()}
+                                 for m in sw.methods}  # fmt: skip
+        out[f"optimum_at_{kk}"] = {str(T): v for T, v in sw.bound(kk).items()}
+        out[f"rush_at_{kk}"] = {str(T): float(1 - (1 - rush[T]) ** kk) for T in sw.Ts}
+    return out
+
+
+def doorway_table(d: dict | None) -> pd.DataFrame | None:
+    """`doorway_pass` as a table: rows method or reference at K, columns T."""
+    if d is None:
+        return None
+    rows = {}
+    for kk in sorted({1, d["K"]}):
+        for m, v in d[f"pass_at_{kk}"].items():
+            rows[f"{m} (K = {kk})"] = v
+        rows[f"optimum (K = {kk}, exact)"] = d[f"optimum_at_{kk}"]
+        rows[f"always rush (K = {kk}, exact)"] = d[f"rush_at_{kk}"]
+    return pd.DataFrame(rows).T.rename_axis("Pass@(K, T) on doorway maps")
+
+
+def doorway_findings(m: dict) -> list[str]:
+    """Pass@T on the doorway maps, where reading the budget pays (empty without them)."""
+    d = m.get("doorway_pass")
+    if not d:
+        return []
+    k = d["K"]
+    return [
+        f"- **Doorway maps** ({d['n_tasks']} of the sweep's tasks; reported apart, the rest of this notebook is on "
+        f"the random maps): Pass@(1, T) at T = {', '.join(map(str, d['T_values']))}: "
+        + "; ".join(f"{m_} {fmt.joined(v)}" for m_, v in d["pass_at_1"].items())
+        + f"; optimum {fmt.joined(d['optimum_at_1'])}, always rush {fmt.joined(d['rush_at_1'])}. At K = {k}: "
+        + "; ".join(f"{m_} {fmt.joined(v)}" for m_, v in d[f"pass_at_{k}"].items())
+        + f"; optimum {fmt.joined(d[f'optimum_at_{k}'])}, always rush {fmt.joined(d[f'rush_at_{k}'])}."
+    ]
+
+
 # ------------------------------------------------------------------------------------------------ findings
 
 
@@ -398,7 +463,7 @@ def findings(m: dict) -> list[str]:
         f"{ks[0]}, {fmt.signed(big['grpo-base'][ks[-1]], 1)} at K = {ks[-1]}; GRPO minus sharpened base "
         f"{fmt.signed(big['grpo-sharp'][ks[0]], 1)} and {fmt.signed(big['grpo-sharp'][ks[-1]], 1)}."
     )
-    return lines
+    return lines + doorway_findings(m)
 
 
 def _solvable_line(m: dict) -> str:

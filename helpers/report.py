@@ -406,7 +406,9 @@ def short_version(profile: str = "cpu") -> list[str]:
                        f"base is above 0 at {_list(_budgets(a, 'above 0'))} of T_max; decoded as the sharpened base is "
                        f"(the symmetric control), at {_list(_budgets(b, 'above 0'))}.")  # fmt: skip
     probe = (m2 or {}).get("budget_probe", {}).get("agents", {})
-    models = {k: v["responsiveness"] for k, v in probe.items() if v.get("kind") == "model"}
+    models = {
+        k: v["responsiveness"] for k, v in probe.items() if v.get("kind") == "model" and "responsiveness" in v
+    }
     if models:
         reading = [k for k, r in models.items() if fmt.side(r["low"], r["high"]) == "above 0"]
         largest = max(abs(r["mean"]) for r in models.values())
@@ -416,6 +418,9 @@ def short_version(profile: str = "cpu") -> list[str]:
                    f"{fmt.number(largest, 3)}"
                    + (f", against {fmt.number(optimum, 1)} for the scripted budget-aware optimum" if optimum else "")
                    + ". A BudgetMix lead with no model reading the budget is a budget-blind one.")  # fmt: skip
+    d = (m2 or {}).get("doorway")
+    if d and "openings" in d.get("reading", {}):
+        out.append(_doorway_short(d))
     m3 = _get(profile, "03_pass_at_kt_sweep")
     if m3 and "grpo - base" in m3.get("trend", {}):
         t = m3["trend"]["grpo - base"]
@@ -469,6 +474,34 @@ def short_version(profile: str = "cpu") -> list[str]:
     return out
 
 
+def _doorway_short(d: dict) -> str:
+    """The short version's line on doorway maps: does BudgetMix read its budget where reading pays?"""
+    r = d["reading"]["openings"]["by_seed"].get("budgetmix", {})
+    c = d.get("control") or {}
+    vs = d.get("vs_rush", {}).get("budgetmix", {})
+    late = [f for f in ("0.75", "1") if f in vs]
+    return (
+        "- **BudgetMix teaches the agent to read its budget** (02, doorway maps, where reading is worth about "
+        f"{fmt.number(d.get('mix_gap', float('nan')), 0)} points; the paper's premise, not measured there): opening "
+        f"responsiveness minus the base's {_interval(r, 2)} (optimum 2); the supervised "
+        f"control reaches {fmt.number(c.get('openings', {}).get('mean', float('nan')), 2)}; BudgetMix minus always-rush, "
+        + ", ".join(f"{fmt.number(float(f), 0, scale=100)} %: {_interval(vs[f], 1)}" for f in late)
+        + " points (at these fractions of T_max)."
+    )
+
+
+def curve_section(profile: str = "cpu_budget_curve") -> list[str]:
+    """The compute curve's findings (`helpers.budget_curve`), where it was run."""
+    from helpers import budget_curve
+
+    try:
+        m = store.Run.read_metrics(profile, budget_curve.NAME)
+    except FileNotFoundError:
+        return []
+    return ["#### The compute curve: BudgetMix on doorway maps at up to five times the recipe's RL steps", "",
+            *budget_curve.findings(m), ""]  # fmt: skip
+
+
 def readme_block(profile: str = "cpu") -> str:
     """The README's results block: the run, the headline table, and every notebook's findings as it prints them."""
     short = short_version(profile)
@@ -489,6 +522,8 @@ def readme_block(profile: str = "cpu") -> str:
         except FileNotFoundError:
             continue
         parts += [f"#### {TITLES[notebook]}", "", text, ""]
+    if profile == "cpu":
+        parts += curve_section()
     return "\n".join([*parts, END])
 
 

@@ -114,8 +114,21 @@ def test_findings_00_testbed_numbers():
     aware = list(fl["budget_awareness_points"].values())
     shows = min(aware[:2]) >= 8 and aware[2] >= 4
     assert (
-        "the testbed can show budget awareness" if shows else "budget awareness has little to show"
+        "at least 8 points at 25 % and 50 % of T_max and 4 at 75 %"
+        if shows
+        else "under 8 points at 25 % or 50 %"
     ) in text
+    # issue 50: reading the budget is judged against the blind policy for the mix, per map, never by the T_max gap
+    assert (
+        "Only the last (against the blind policy for the mix) needs an agent that *reads* the budget" in text
+    )
+    if fl.get("mix_gap_per_map"):
+        mg = fl["mix_gap_per_map"]
+        assert f"{fmt.number(mg['mean'], 1)} points per map" in text and f"{mg['n_at_least_10']} of" in text
+    if fl.get("doorway"):
+        d = fl["doorway"]
+        assert f"success rate {d['success_rate']:g}" in text
+        assert f"worth {fmt.number(d['mix_gap_min'], 1)} to {fmt.number(d['mix_gap_max'], 1)} points" in text
     assert f"{fmt.joined(fl['solvable_maps'], 0)} of {fl['n_test_maps']}" in text
     assert f"lowest {fmt.number(fl['min_base_over_demonstrator'], 2)}" in text
     assert ("met)" if fl["min_base_over_demonstrator"] >= 0.8 else "NOT met)") in text

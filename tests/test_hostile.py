@@ -260,3 +260,113 @@ def test_one_slow_function_call_cannot_outrun_the_time_limit(sql_env, sql):
 def test_refusals_name_what_was_refused(sql_env, sql, why):
     res = sql_env.step(f"```sql\n{sql}\n```")
     assert why in res.observation and "UPDATE" not in res.observation, res.observation
+
+
+# ------------------------------------------------------------------------------- issue 52: size before work
+
+
+def frozenlake_env():
+    from helpers.envs.frozenlake import FrozenLakeEnv
+
+    env = FrozenLakeEnv()
+    task = FrozenLakeEnv.load_tasks("train", n=1, seed=0)[0]
+    env.reset(task, 4)
+    return env
+
+
+def test_a_bfcl_reply_over_the_size_cap_is_refused_before_parsing():
+    """One 6 MB reply holding one call (`[ls(a=[0,0,...])]`, 3 M elements) cost the kit's process +2.8 GB and a
+    47 s step, and the call ran. Now it is an invalid action, refused unparsed."""
+    env = bfcl_env("GorillaFileSystem")
+    reply = "[ls(a=[" + "0," * 3_000_000 + "0])]"
+    res, cpu, peak, _ = measured(lambda: env.step(reply))
+    assert res.info["invalid"] and "over 65536 bytes" in res.observation and "calls" not in res.info
+    assert peak < 50 << 20 and cpu < 2, (peak, cpu)
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "[ls(a=[" + "0," * 20_000 + "0])]",  # under the byte cap: 40 KB, 20 000 values
+        "[ls(a={" + ",".join(f"{i}:[]" for i in range(6000)) + "})]",  # a dict of lists
+        "[" + ", ".join(["ls(a=[[[[[[0]]]]]])"] * 900) + "]",  # many calls of nested lists (over 64 too)
+    ],
+    ids=["long-list", "dict-of-lists", "many-nested-calls"],
+)
+def test_a_bfcl_reply_with_a_large_syntax_tree_runs_nothing(reply):
+    env = bfcl_env("GorillaFileSystem")
+    assert len(reply.encode()) <= 65536
+    res = env.step(reply)
+    assert res.info["invalid"] and "syntax-tree nodes" in res.observation and "calls" not in res.info
+
+
+def test_every_environment_refuses_an_oversized_reply_as_an_invalid_action(sql_env):
+    """The byte cap (`MAX_REPLY_BYTES`) holds in all four environments, counted in UTF-8 bytes (a reply of 20 000
+    four-byte characters is 80 000 bytes), and a valid action is hidden in it so that only the cap can refuse."""
+    from helpers.envs.base import MAX_REPLY_BYTES
+
+    env, _ = assert_env()
+    big = "\U0001f600" * 20_000
+    cases = [
+        (frozenlake_env(), "<answer>Left</answer>" + big),
+        (sql_env, "```sql\nSELECT 1\n```" + big),
+        (bfcl_env("MathAPI"), "[add(a=1, b=2)]  # " + big),
+        (env, fence("print(1)") + big),
+    ]
+    assert len(big) < MAX_REPLY_BYTES < len(big.encode())
+    for e, reply in cases:
+        res = e.step(reply)
+        assert res.info["invalid"] and f"over {MAX_REPLY_BYTES} bytes" in res.observation, (e.name, res)
+        assert not res.done
+    assert env.step_quality(fence("print(1)") + big) == 0.0 and not env.fails(fence("print(1)") + big)
+    assert sql_env.step_quality("```sql\nSELECT 1\n```" + big) == 0.0
+
+
+# ------------------------------------------------------------------------ issue 52: observations are text
+
+
+@pytest.fixture(scope="module")
+def tokenizers(qwen3_dir):
+    """Every tokenizer the kit encodes observations with: the tiny models' (trained by `models.train_tokenizer`)
+    and Qwen3's (fast tokenizers refuse a lone surrogate with TypeError)."""
+    from helpers import models, qwen3_tokenizer
+
+    return [models.train_tokenizer(["a b c", "hello world"]), qwen3_tokenizer.load(qwen3_dir)]
+
+
+def encodable(tokenizers, text: str) -> bool:
+    text.encode("utf-8")
+    return all(isinstance(tok(text, add_special_tokens=False)["input_ids"], list) for tok in tokenizers)
+
+
+def test_a_lone_surrogate_from_a_program_reaches_no_observation(boundary_in_place, tokenizers):
+    """`raise ValueError(chr(0xd800))` put '\\ud800' into the observation and ChatFormat.observation_ids raised
+    TypeError out of the rollout. Now every observation is valid text, replaced at the environment boundary."""
+    env, _ = assert_env()
+    for program in (
+        "def f(x):\n    raise ValueError(chr(0xd800))\n",
+        "def f(x):\n    print(chr(0xdfff) * 3, chr(0xd83d))\n    return 1\n",
+        "import sys\ndef f(x):\n    sys.stderr.write(chr(0xdc80))\n    raise SystemExit(chr(0xd800))\n",
+    ):
+        res = env.step(fence(program))
+        assert res.info["passed"] == 0 and encodable(tokenizers, res.observation), res.observation
+
+
+@pytest.mark.parametrize(
+    "surrogate", ["\ud800", "\udfff", "\udc80\ud83d"], ids=["d800", "dfff", "pair-reversed"]
+)
+def test_every_environment_returns_encodable_observations(sql_env, tokenizers, surrogate):
+    """A reply carrying lone surrogates, in every environment: whatever the environment echoes, its observation
+    encodes with every tokenizer the kit uses (the reply itself is the attacker's)."""
+    env, _ = assert_env()
+    cases = [
+        (frozenlake_env(), f"<answer>{surrogate}</answer>"),
+        (sql_env, f"```sql\nSELECT '{surrogate}'\n```"),
+        (sql_env, f"```sql\nSELECT {surrogate}\n```"),
+        (bfcl_env("GorillaFileSystem"), f"[mkdir(dir_name='{surrogate}'), ls()]"),
+        (bfcl_env("GorillaFileSystem"), f"[{surrogate}()]"),
+        (env, f"```python\n{surrogate}\n```"),
+    ]
+    for e, reply in cases:
+        res = e.step(reply)
+        assert encodable(tokenizers, res.observation), (e.name, res.observation)

@@ -54,7 +54,7 @@ import numpy as np
 
 from helpers import sandbox
 from helpers.budget import statement
-from helpers.envs.base import StepResult, Task, check_split, seeded_subset
+from helpers.envs.base import StepResult, Task, check_split, oversized, seeded_subset
 
 HUB_ID = "agentica-org/DeepCoder-Preview-Dataset"
 HUB_SUBSETS = {"train": ("primeintellect", "taco", "lcbv5"), "test": ("codeforces", "lcbv5")}
@@ -516,13 +516,15 @@ class CodeEnv:
     def step(self, action_text: str) -> StepResult:
         if self.done:
             raise RuntimeError("step() called on a finished episode; call reset() first")
-        program = extract_program(action_text)
+        too_long = oversized(action_text)
+        program = None if too_long else extract_program(action_text)
         self.t += 1
         self.remaining -= 1
         info: dict = {"invalid": program is None, "t": self.t, "remaining": self.remaining}
         if program is None:
             self.done = self.remaining == 0
-            note = "Invalid action: no ```python code block found. Reply with your complete program in a ```python block."
+            why = too_long or "no ```python code block found"
+            note = f"Invalid action: {why}. Reply with your complete program in a ```python block."
             return StepResult(self._observation(note), 0.0, self.done, False, info)
         result = self.evaluate(program)
         passed, total = self._scores(result)
@@ -549,7 +551,7 @@ class CodeEnv:
         is unchanged."""
         if self.done:
             raise RuntimeError("step_quality() on a finished episode")
-        program = extract_program(action_text)
+        program = None if oversized(action_text) else extract_program(action_text)
         if program is None:
             return 0.0
         passed, total = self._scores(self.evaluate(program))
@@ -568,7 +570,7 @@ class CodeEnv:
     def fails(self, action_text: str) -> bool:
         """True for a reply whose program runs and fails at least one test (a reply without a program is an
         invalid action, not a failing program)."""
-        program = extract_program(action_text)
+        program = None if oversized(action_text) else extract_program(action_text)
         if program is None:
             return False
         passed, total = self._scores(self.evaluate(program))
@@ -583,7 +585,7 @@ class CodeEnv:
         if self.done:
             raise RuntimeError("error_action() on a finished episode")
         rng = np.random.default_rng(seed)
-        own = list(dict.fromkeys(a for a in attempts if extract_program(a) is not None))
+        own = list(dict.fromkeys(a for a in attempts if not oversized(a) and extract_program(a) is not None))
         for i in rng.permutation(len(own)):
             if self.fails(own[i]):
                 return own[i]

@@ -36,7 +36,9 @@ battle_death (2) and the train split the 13 on the other 6 databases; both are n
 A larger task list on the same databases: on a networked box, fetch InterCode's `data/sql/spider/ic_spider_dev.json`
 (princeton-nlp/intercode) or Spider's `dev.json`, build a task file with `write_task_file(questions, path)` into a
 folder of your choice (not inside this package; nothing fetched is bundled) and load it with
-`load_tasks(split, tasks_file=path)`. It keeps the questions whose answer the dump's data supports (the gold query
+`load_tasks(split, tasks_file=path)`; a profile or `-p` naming it (`env.extra.intercode_sql.tasks_file`) must put it
+in one of the kit's data folders (`data/`, the results folder, or a folder listed in `$KIT_DATA`;
+`config.data_roots()`), any other path is refused. It keeps the questions whose answer the dump's data supports (the gold query
 runs on SQLite, reads no empty table and returns rows; an empty answer would reward any empty query). Some Spider
 questions fail that rule because SQLite compares strings exactly where InterCode's MySQL collation ignores case and
 trailing spaces, and all of wta_1's fail it. `source="hub"` (networked box) loads Spider's own SQLite files and its

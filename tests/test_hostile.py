@@ -16,7 +16,7 @@ import pytest
 
 from helpers import sandbox
 from helpers.envs import bfcl
-from helpers.envs.base import Task
+from helpers.envs.base import Task, play
 from helpers.envs.code import CodeEnv, fence
 from helpers.envs.sql import SQLEnv
 from helpers.sandbox import wire
@@ -370,3 +370,34 @@ def test_every_environment_returns_encodable_observations(sql_env, tokenizers, s
     for e, reply in cases:
         res = e.step(reply)
         assert encodable(tokenizers, res.observation), (e.name, res.observation)
+
+
+# ----------------------------------------------------------------------------- issue 52: the smaller items
+
+
+def test_a_call_that_runs_out_of_memory_says_so():
+    """`square_root(number=2, precision=10**9)` ran out of the worker's memory with an empty MemoryError, and the
+    observation said "Error during execution: " and nothing more."""
+    env = bfcl_env("MathAPI", call_time_limit_s=0.5)
+    for precision in (10**9, 10**12):
+        res = env.step(f"[square_root(number=2, precision={precision})]")
+        (result,) = res.info["results"]
+        assert (
+            result.startswith("Error during execution: ")
+            and len(result) > len("Error during execution: ") + 5
+        )
+        assert "memory" in result or "time limit" in result, result
+
+
+def test_the_model_results_kept_for_the_checks_are_small():
+    """`env.model_results` kept every result whole for the episode (1.45 MB per reply); now a digest per result,
+    and the turn's response check still compares them (a scripted episode with the ground truth passes)."""
+    env = bfcl_env("MathAPI", call_time_limit_s=5.0, reply_time_limit_s=60.0)
+    res = env.step("[" + ", ".join(["square_root(number=2, precision=20000)"] * 24) + "]")
+    assert sum(len(r) for r in res.info["results"]) > 480_000
+    assert sum(len(d) for d in env.model_results) == 24 * 64
+    entry = bfcl.load_entries()[0]
+    task = Task(entry["id"], "bfcl", bfcl.task_payload(entry, "multi_turn_base"), 40)
+    replies = iter(bfcl.ground_truth_replies(task))
+    _, last = play(bfcl.BFCLEnv(), task, 40, lambda _env: next(replies))
+    assert last.success, last.info

@@ -401,3 +401,40 @@ def test_the_model_results_kept_for_the_checks_are_small():
     replies = iter(bfcl.ground_truth_replies(task))
     _, last = play(bfcl.BFCLEnv(), task, 40, lambda _env: next(replies))
     assert last.success, last.info
+
+
+# ---------------------------------------------------------------- issue 52: SQL time that cannot be dodged
+
+_CTE = (
+    "WITH a(v) AS MATERIALIZED (SELECT printf('%.*c', 65000, 'a')), "
+    "b(v) AS MATERIALIZED (SELECT printf('%.*c', 32000, 'a')) "
+)
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [  # one row of straight-line work: SQLite reaches neither its progress handler nor interrupt() inside it
+        _CTE
+        + "SELECT "
+        + ", ".join(" + ".join(f"instr(a.v, b.v || '{i % 10}{j}')" for j in range(12)) for i in range(200))
+        + " FROM a, b",
+        _CTE + "SELECT " + ", ".join(f"replace(a.v, b.v || 'b{i}', 'c')" for i in range(200)) + " FROM a, b",
+    ],
+    ids=["instr-2400", "replace-200"],
+)
+def test_a_query_ends_within_a_small_multiple_of_its_limit_whatever_one_row_does(sql):
+    """2400 instr() calls on 64 KB values in one row used 46 s of CPU time against the 2 s limit (the progress
+    handler was never reached). Model queries now run in the query worker under a kernel CPU-time limit of
+    HARD_FACTOR x the limit + HARD_EXTRA_S; the next query runs in a fresh worker."""
+    from helpers.envs.sql import engine
+
+    env = SQLEnv(time_limit_s=0.25)
+    env.reset(Task("hostile-sql", "intercode_sql", {"db": "world_1", "db_source": "dump", "question": "?",
+                   "gold": "SELECT Name FROM country"}, 5), 5)  # fmt: skip
+    hard = engine.HARD_FACTOR * 0.25 + engine.HARD_EXTRA_S
+    res, cpu, _, wall = measured(lambda: env.step(f"```sql\n{sql}\n```"))
+    assert res.info["timed_out"] and "0.25 s time limit" in res.observation, res.observation
+    assert res.info["cpu_seconds"] <= hard + 0.05 and cpu < 2 and wall < 60, (res.info, cpu, wall)
+    after = env.step("```sql\nSELECT count(*) FROM city\n```")
+    assert "(4079,)" in after.observation
+    env.close()

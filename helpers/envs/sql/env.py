@@ -139,8 +139,8 @@ class SQLEnv:
         if self.db is None or self.db.path != path:
             if self.db is not None:
                 self.db.close()
-            self.db = ReadOnlyDatabase(
-                path, self.time_limit_s, self.row_cap, max_result_bytes=self.max_result_bytes
+            self.db = ReadOnlyDatabase(  # the model's queries run in the query worker, ended from outside
+                path, self.time_limit_s, self.row_cap, max_result_bytes=self.max_result_bytes, isolated=True
             )
         self.task = task
         self.gold = gold_result(self.db, task.payload["gold"])

@@ -15,7 +15,9 @@ few schema PRAGMAs such as `table_info`) and so refuses writes, ATTACH (also `VA
 PRAGMA writes; and a limit of zero attached databases. Every query has a time limit enforced by a progress handler
 (a runaway recursive CTE or a huge join is stopped; fetching is covered too), counted in CPU time of the thread
 running it so that a busy machine changes no reward (a wall-clock stall guard 30 times as large only stops a query
-on a starved machine, and says so), a row cap and a byte cap (`max_result_bytes`, the text and blob lengths kept;
+on a starved machine, and says so); the model's queries run in a query worker process (`engine.QueryWorker`,
+`worker.py`) under a kernel CPU-time limit of 2 x the limit + 0.5 s, which ends the straight-line work inside one
+row that SQLite never interrupts (issue 52: 2400 `instr()` calls in one row ran 46 s); a row cap and a byte cap (`max_result_bytes`, the text and blob lengths kept;
 rows beyond either are dropped and the observation says so); values are capped at `SQLITE_LIMIT_LENGTH`. The reward
 step compares only what the caps kept, so it is bounded as well (`SELECT zeroblob(1000000) FROM city LIMIT 300`
 keeps 4 rows). Refusals are ordinary error observations.

@@ -188,6 +188,10 @@ def _no_inodes(path: Path) -> bool:
     return st.f_files > 0 and st.f_favail == 0
 
 
+# what `cleaned_up` turns into a StoreError
+_STORE_ERRNOS = (errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO)
+
+
 def store_error(path: Path, exc: OSError, then: str = "") -> StoreError:
     """The kit's error for a failed write of `path`: `DiskFull` for want of room or inodes, otherwise a
     `StoreError` naming the file, the reason and what to do (a read-only filesystem, a permission)."""
@@ -227,16 +231,21 @@ def disk_full(path: Path, exc: BaseException, then: str = "") -> DiskFull:
 @contextmanager
 def cleaned_up(tmp: Path, target: Path, then: str = "") -> Iterator[None]:
     """While writing temporary `tmp` for `target`: on any failure remove `tmp` (a file or a folder); a failure for
-    want of room becomes `DiskFull` naming `target`."""
+    want of room becomes `DiskFull` naming `target`, a read-only filesystem, a refused permission or an I/O error a
+    `StoreError` naming it."""
     try:
         yield
     except BaseException as e:
         if tmp.is_dir() and not tmp.is_symlink():
             shutil.rmtree(tmp, ignore_errors=True)
         else:
-            tmp.unlink(missing_ok=True)
+            # on a read-only filesystem even a missing file cannot be unlinked
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
         if is_disk_full(e):
             raise disk_full(target, e, then) from e
+        if isinstance(e, OSError) and not isinstance(e, StoreError) and e.errno in _STORE_ERRNOS:
+            raise store_error(target, e, then) from e
         raise
 
 

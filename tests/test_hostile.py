@@ -300,6 +300,27 @@ def test_a_bfcl_reply_with_a_large_syntax_tree_runs_nothing(reply):
     assert res.info["invalid"] and "syntax-tree nodes" in res.observation and "calls" not in res.info
 
 
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "[ls(a=[" + "0," * 32_700 + "0])]",
+        "[ls(a=[" + "[]," * 21_800 + "[]])]",
+        "[ls(a={" + ",".join(f"{i}:{i}" for i in range(6_500)) + "})]",
+        "[cat(file_name='" + "x" * 65_000 + "')]",
+        "[" + ", ".join(["ls(a=-" + "1" * 900 + ")"] * 64) + "]",
+    ],
+    ids=["ints", "empty-lists", "dict", "one-long-string", "64-long-ints"],
+)
+def test_the_kits_memory_per_bfcl_step_is_bounded_for_any_reply_under_the_cap(reply):
+    """Issue 52's stated bound: whatever a reply under the 64 KiB cap holds, the step adds under 100 MB to the kit's
+    process (about 470 bytes per byte of reply were spent before the tree bound: a 1 MB reply took +481 MB)."""
+    env = bfcl_env("GorillaFileSystem")
+    assert len(reply.encode()) <= 65536
+    res, _, peak, _ = measured(lambda: env.step(reply))
+    assert peak < 100 << 20, f"{peak / 2**20:.0f} MB"
+    assert len(res.observation) < 200_000
+
+
 def test_every_environment_refuses_an_oversized_reply_as_an_invalid_action(sql_env):
     """The byte cap (`MAX_REPLY_BYTES`) holds in all four environments, counted in UTF-8 bytes (a reply of 20 000
     four-byte characters is 80 000 bytes), and a valid action is hidden in it so that only the cap can refuse."""

@@ -366,6 +366,10 @@ def test_a_read_only_filesystem_is_a_kit_error_naming_the_file(mount_tmpfs):
     with pytest.raises(store.StoreError, match=r"could not write .*new \(the filesystem is read-only"):
         store.Records(ro / "new" / "c.jsonl")
     assert store.Records(ro / "runs" / "a.jsonl").read() == [{"i": 0}]
+    with pytest.raises(
+        store.StoreError, match=r"could not write .*metrics\.json \(the filesystem is read-only"
+    ):
+        store.write_atomic(ro / "runs" / "metrics.json", "{}")
 
 
 def test_no_free_inodes_is_disk_full_saying_so(mount_tmpfs):

@@ -401,6 +401,20 @@ def busy(folder: Path) -> str | None:
             return f"{lock.with_name(lock.name[1:-5])} is being written by {_holder(fd)}"
         finally:
             os.close(fd)
+    mine = {ident for ident, _ in _held_dirs.values()}
+    for sub in [folder, *(p for p in folder.rglob("*") if p.is_dir() and not p.is_symlink())]:
+        if _identity(sub) in mine:
+            continue
+        try:
+            fd = os.open(sub, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:  # the folder's own lock: a writer that reached it by another path (a bind mount)
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return f"{sub} is being written by another process, through another path to the same folder"
+        finally:
+            os.close(fd)
     return None
 
 

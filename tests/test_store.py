@@ -398,6 +398,7 @@ def test_one_writer_per_folder_whatever_path_reaches_it(mount_tmpfs, tmp_path, h
     first.kill()
     first.wait()
     second = holder(other)  # and the other way round
+    assert "another path to the same folder" in store.busy(folder.parent)  # what --fresh checks
     with pytest.raises(store.FolderBusy, match="another path to the same folder"):
         store.Records(folder / "sweep_records.jsonl").append({"x": 1})
     second.kill()

@@ -400,23 +400,19 @@ def test_a_call_that_runs_out_of_memory_says_so():
     """`square_root(number=2, precision=10**9)` ran out of the worker's memory with an empty MemoryError, and the
     observation said "Error during execution: " and nothing more."""
     env = bfcl_env("MathAPI", call_time_limit_s=0.5)
-    for precision in (10**9, 10**12):
-        res = env.step(f"[square_root(number=2, precision={precision})]")
-        (result,) = res.info["results"]
-        assert (
-            result.startswith("Error during execution: ")
-            and len(result) > len("Error during execution: ") + 5
-        )
-        assert "memory" in result or "time limit" in result, result
+    res = env.step(f"[square_root(number=2, precision={10**9})]")
+    (result,) = res.info["results"]
+    assert result.startswith("Error during execution: ") and len(result) > len("Error during execution: ") + 5
+    assert "memory" in result or "time limit" in result, result
 
 
 def test_the_model_results_kept_for_the_checks_are_small():
     """`env.model_results` kept every result whole for the episode (1.45 MB per reply); now a digest per result,
     and the turn's response check still compares them (a scripted episode with the ground truth passes)."""
     env = bfcl_env("MathAPI", call_time_limit_s=5.0, reply_time_limit_s=60.0)
-    res = env.step("[" + ", ".join(["square_root(number=2, precision=20000)"] * 24) + "]")
-    assert sum(len(r) for r in res.info["results"]) > 480_000
-    assert sum(len(d) for d in env.model_results) == 24 * 64
+    res = env.step("[" + ", ".join(["square_root(number=2, precision=20000)"] * 8) + "]")
+    assert sum(len(r) for r in res.info["results"]) > 160_000
+    assert sum(len(d) for d in env.model_results) == 8 * 64
     entry = bfcl.load_entries()[0]
     task = Task(entry["id"], "bfcl", bfcl.task_payload(entry, "multi_turn_base"), 40)
     replies = iter(bfcl.ground_truth_replies(task))
@@ -449,12 +445,12 @@ def test_a_query_ends_within_a_small_multiple_of_its_limit_whatever_one_row_does
     HARD_FACTOR x the limit + HARD_EXTRA_S; the next query runs in a fresh worker."""
     from helpers.envs.sql import engine
 
-    env = SQLEnv(time_limit_s=0.25)
-    env.reset(Task("hostile-sql", "intercode_sql", {"db": "world_1", "db_source": "dump", "question": "?",
-                   "gold": "SELECT Name FROM country"}, 5), 5)  # fmt: skip
-    hard = engine.HARD_FACTOR * 0.25 + engine.HARD_EXTRA_S
+    env = SQLEnv(time_limit_s=0.1)
+    payload = {"db": "world_1", "db_source": "dump", "question": "?", "gold": "SELECT Name FROM country"}
+    env.reset(Task("hostile-sql", "intercode_sql", payload, 5), 5)
+    hard = engine.HARD_FACTOR * 0.1 + engine.HARD_EXTRA_S
     res, cpu, _, wall = measured(lambda: env.step(f"```sql\n{sql}\n```"))
-    assert res.info["timed_out"] and "0.25 s time limit" in res.observation, res.observation
+    assert res.info["timed_out"] and "0.1 s time limit" in res.observation, res.observation
     assert res.info["cpu_seconds"] <= hard + 0.05 and cpu < 2 and wall < 60, (res.info, cpu, wall)
     after = env.step("```sql\nSELECT count(*) FROM city\n```")
     assert "(4079,)" in after.observation

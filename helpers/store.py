@@ -303,6 +303,13 @@ def _lock_folder(folder: Path, wait: bool) -> int | None:
                 ) from None
             print(f"waiting for {who}, which is writing {folder} ...", file=sys.stderr, flush=True)
             fcntl.flock(fd, fcntl.LOCK_EX)
+    except (
+        OSError
+    ) as e:  # a filesystem whose folders cannot be locked (ENOLCK, ...): the lock file alone holds
+        os.close(fd)
+        if isinstance(e, BlockingIOError):
+            raise
+        return None
     except BaseException:
         os.close(fd)
         raise

@@ -23,6 +23,7 @@ import dataclasses
 import difflib
 import itertools
 import math
+import os
 import re
 import types
 import typing
@@ -38,6 +39,37 @@ from helpers.envs.base import plain
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CONFIG_DIR = REPO_ROOT / "configs"
 PROFILE_NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}"  # one folder name under results/ (see Config.check)
+# Files a profile or `-p` may name (`env.extra.intercode_sql.tasks_file`) lie in the kit's data folders: its
+# `data/` and `helpers/envs/data/`, the results folder (`$KIT_RESULTS` or `results/`), and the folders listed in
+# `$KIT_DATA` (separated by ':'). Any other path (`../../etc/passwd`) is refused: a command line is not a licence to
+# read the machine's files into a run.
+DATA_ENV = "KIT_DATA"
+DB_NAME = r"[A-Za-z0-9_]{1,64}"  # a database's name (`env.extra.intercode_sql.test_dbs`), never a path
+
+
+def data_roots() -> list[Path]:
+    """The folders a configured data file must lie in (resolved): see `DATA_ENV`."""
+    roots = [REPO_ROOT / "data", REPO_ROOT / "helpers" / "envs" / "data"]
+    roots.append(Path(os.environ.get("KIT_RESULTS") or REPO_ROOT / "results"))
+    roots += [Path(p) for p in os.environ.get(DATA_ENV, "").split(os.pathsep) if p.strip()]
+    return [r.resolve() for r in roots]
+
+
+def confined(path: str, key: str) -> Path:
+    """`path` resolved (symbolic links followed; relative to the working folder, as it is read), or a ConfigError
+    naming `key` where it lies outside every `data_roots()` folder."""
+    if "\0" in path:
+        raise ConfigError(f"{key}: {_show(path)} is not a path (it holds a NUL character)", key)
+    p = Path(path).expanduser()
+    resolved = p.resolve()
+    roots = data_roots()
+    if not any(resolved.is_relative_to(r) for r in roots):
+        raise ConfigError(
+            f"{key}: {_show(path)} is outside the kit's data folders ({', '.join(str(r) for r in roots)}); put the "
+            f"file in one of them, or add its folder to ${DATA_ENV}",
+            key,
+        )
+    return resolved
 
 
 class ConfigError(ValueError):
@@ -258,9 +290,17 @@ class SQLSettings:
     def check(self, key: str) -> None:
         if len(set(self.test_dbs)) != len(self.test_dbs):
             raise ConfigError(f"{key}.test_dbs: {_show(self.test_dbs)} repeats a database", f"{key}.test_dbs")
+        for i, db in enumerate(self.test_dbs):
+            if not re.fullmatch(DB_NAME, db):
+                raise ConfigError(
+                    f"{key}.test_dbs[{i}]: {_show(db)} is not a database name (letters, digits and '_'; not a path)",
+                    f"{key}.test_dbs",
+                )
         if self.tasks_file is not None and self.source != "bundled":
             raise ConfigError(f"{key}.tasks_file: applies to source 'bundled' (the dump's databases), not "
                               f"{self.source!r}", f"{key}.tasks_file")  # fmt: skip
+        if self.tasks_file is not None:
+            confined(self.tasks_file, f"{key}.tasks_file")
 
 
 ENV_SETTINGS: dict[str, type] = {

@@ -128,12 +128,40 @@ def check_parameters(path: Path, params: dict) -> None:
 # ------------------------------------------------------------------------------------------- parameters
 
 
-def parse_value(text: str) -> Any:
-    """A Python literal when `text` parses as one (`1e-4`, `[0, 1]`, `None`), else the string itself."""
+def parse_value(text: str, name: str = "value") -> Any:
+    """A Python literal when `text` parses as one (`1e-4`, `[0, 1]`, `None`), else the string itself. A value that
+    looks like a literal the parser cannot take (nested too deeply: 3000 unary minus signs or a `not` chain raised a
+    raw RecursionError; an integer beyond Python's 4300 digits, which was read as a string and blamed as "expected
+    an integer"; an unhashable set item or dict key) is a ConfigError naming `name`."""
     try:
-        return ast.literal_eval(text)
-    except (ValueError, SyntaxError):
+        value = ast.literal_eval(text)
+    except (RecursionError, MemoryError):
+        raise ConfigError(
+            f"-p {name}: the value ({len(text)} characters) is nested too deeply to read; give a plain literal",
+            name,
+        ) from None
+    except SyntaxError as e:
+        if "integer string conversion" in str(e):
+            digits = len(re.sub(r"\D", "", text))
+            raise ConfigError(
+                f"-p {name}: an integer of {digits} digits, too long to read (at most 4300 digits; every integer "
+                f"knob is at most 2**31 - 1)",
+                name,
+            ) from None
         return text
+    except TypeError as e:
+        raise ConfigError(f"-p {name}: {text[:80]!r} is not a literal the kit can read ({e})", name) from None
+    except ValueError:
+        return text
+    if (
+        isinstance(value, int) and value.bit_length() > 14_000
+    ):  # about 4200 digits: it could not even be printed
+        raise ConfigError(
+            f"-p {name}: an integer of {value.bit_length()} bits, too long to read (every integer knob is at most "
+            "2**31 - 1)",
+            name,
+        )
+    return value
 
 
 def parse_param(words: str | list[str]) -> tuple[str, Any]:
@@ -151,7 +179,7 @@ def parse_param(words: str | list[str]) -> tuple[str, Any]:
     name = name.strip()
     if not re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*", name):
         raise RunError(f"-p {given}: {name!r} is not a parameter name or a dotted config key; {PARAM_HINT}")
-    return name, parse_value(value)
+    return name, parse_value(value, name)
 
 
 def _config_path(name: str) -> list[str] | None:
@@ -204,6 +232,8 @@ def notebook_params(pairs: list[tuple[str, Any]], declared: set[str]) -> dict:
     if "overrides" in params and not isinstance(params["overrides"], dict):
         raise RunError(f"-p overrides={params['overrides']!r}: expected a dict, e.g. "
                        "-p 'overrides={\"train\": {\"lr\": 1e-4}}' (or -p train.lr=1e-4)")  # fmt: skip
+    if "overrides" in params:
+        _check_keys(params["overrides"], "overrides")
     if dotted:
         import copy
 
@@ -211,6 +241,15 @@ def notebook_params(pairs: list[tuple[str, Any]], declared: set[str]) -> dict:
         _merge_overrides(overrides, dotted)
         params["overrides"] = overrides
     return params
+
+
+def _check_keys(value: Any, where: str) -> None:
+    """Every key of the nested override dicts is a string (a config key): `{1: 2}` raised a raw TypeError."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise ConfigError(f"-p {where}: the key {key!r} is not a config key name (a string)", where)
+            _check_keys(item, f"{where}.{key}")
 
 
 def environments(arg: str | None) -> list[str | None]:

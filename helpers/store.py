@@ -25,16 +25,20 @@ One writer per folder. Two processes resuming the same records would both append
 interleaved rows), so every folder that is written has one writer: `one_writer(folder)` takes an exclusive lock
 (`flock` on `.<folder name>.lock` beside it, released by the kernel when the process ends, however it ends) and
 either waits for the process holding it (an RL run, a base being built: once it finishes, the waiting one finds
-the result done) or stops with `FolderBusy`, naming that process (a notebook's results folder, `open_run`).
+the result done) or stops with `FolderBusy`, naming that process (a notebook's results folder, `open_run`). Where
+the folder exists, the folder itself is locked too (`flock` on its own descriptor): the lock file beside it depends
+on the path, the folder's inode does not, so the same folder reached through a bind mount still has one writer.
 
 A full disk. Writes here go to a temporary name that is renamed into place when complete; when the disk is full
 (ENOSPC, EDQUOT, or EFBIG past a file-size limit) the temporary file is removed, an appended record file is cut
 back to its last whole record, and `DiskFull` says which file, how much room is left, and that nothing was half
-written (a re-run with room resumes exactly).
+written (a re-run with room resumes exactly). No free inodes is a full disk too (the message says so); a
+read-only filesystem or a missing permission is a `StoreError` naming the file and what to do.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import json
@@ -130,8 +134,14 @@ _FULL_TEXT = re.compile(
 )
 
 
-class DiskFull(OSError):
-    """A write failed for want of room (ENOSPC, EDQUOT, EFBIG); nothing half-written was left in place."""
+class StoreError(OSError):
+    """A results file could not be written (read-only filesystem, no permission, ...): the message names the file,
+    the reason and what to do."""
+
+
+class DiskFull(StoreError):
+    """A write failed for want of room (ENOSPC, EDQUOT, EFBIG; no free inodes is ENOSPC too); nothing
+    half-written was left in place."""
 
 
 def _chain(exc: BaseException | None) -> Iterator[BaseException]:
@@ -166,6 +176,40 @@ def free_bytes(path: Path) -> int | None:
         return None
 
 
+def _no_inodes(path: Path) -> bool:
+    """Whether the filesystem that holds `path` has no inode left for this user (a full disk by file count)."""
+    p = Path(path)
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    try:
+        st = os.statvfs(p)
+    except OSError:
+        return False
+    return st.f_files > 0 and st.f_favail == 0
+
+
+# what `cleaned_up` turns into a StoreError
+_STORE_ERRNOS = (errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO)
+
+
+def store_error(path: Path, exc: OSError, then: str = "") -> StoreError:
+    """The kit's error for a failed write of `path`: `DiskFull` for want of room or inodes, otherwise a
+    `StoreError` naming the file, the reason and what to do (a read-only filesystem, a permission)."""
+    if is_disk_full(exc):
+        return disk_full(path, exc, then)
+    code = exc.errno or errno.EIO
+    what = {
+        errno.EROFS: "the filesystem is read-only: remount it writable, or write the results elsewhere "
+        "(KIT_RESULTS=...)",
+        errno.EACCES: "permission denied: give this user write access, or write the results elsewhere "
+        "(KIT_RESULTS=...)",
+        errno.EPERM: "operation not permitted: give this user write access, or write the results elsewhere "
+        "(KIT_RESULTS=...)",
+    }.get(code, f"{os.strerror(code)}: check the disk and its filesystem, then run again")
+    after = f"; {then}" if then else ""
+    return StoreError(code, f"could not write {path} ({what}){after}.")
+
+
 def disk_full(path: Path, exc: BaseException, then: str = "") -> DiskFull:
     """The error to raise when writing `path` failed for want of room: what, how much room is left, what next."""
     free = free_bytes(path)
@@ -174,6 +218,8 @@ def disk_full(path: Path, exc: BaseException, then: str = "") -> DiskFull:
         (e.errno for e in _chain(exc) if isinstance(e, OSError) and e.errno in DISK_FULL_ERRNOS), None
     )
     why = os.strerror(code) if code else str(exc)
+    if code == errno.ENOSPC and _no_inodes(path):
+        why += ": no free inodes (too many files)"
     after = f", {then}" if then else ""
     return DiskFull(
         code or errno.ENOSPC,
@@ -185,16 +231,21 @@ def disk_full(path: Path, exc: BaseException, then: str = "") -> DiskFull:
 @contextmanager
 def cleaned_up(tmp: Path, target: Path, then: str = "") -> Iterator[None]:
     """While writing temporary `tmp` for `target`: on any failure remove `tmp` (a file or a folder); a failure for
-    want of room becomes `DiskFull` naming `target`."""
+    want of room becomes `DiskFull` naming `target`, a read-only filesystem, a refused permission or an I/O error a
+    `StoreError` naming it."""
     try:
         yield
     except BaseException as e:
         if tmp.is_dir() and not tmp.is_symlink():
             shutil.rmtree(tmp, ignore_errors=True)
         else:
-            tmp.unlink(missing_ok=True)
+            # on a read-only filesystem even a missing file cannot be unlinked
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
         if is_disk_full(e):
             raise disk_full(target, e, then) from e
+        if isinstance(e, OSError) and not isinstance(e, StoreError) and e.errno in _STORE_ERRNOS:
+            raise store_error(target, e, then) from e
         raise
 
 
@@ -217,6 +268,52 @@ class FolderBusy(RuntimeError):
 
 
 _held: dict[Path, int] = {}  # folder -> the descriptor of its lock, for the folders this process writes
+# folder -> (its identity: device and inode, a descriptor of the folder itself, flock'ed), for the folders above
+# that existed when they were acquired: the same folder reached by another path (a bind mount, a second mount of
+# the filesystem) has another lock file beside it, but the same inode, so the folder's own lock still excludes
+_held_dirs: dict[Path, tuple[tuple[int, int], int]] = {}
+
+
+def _identity(folder: Path) -> tuple[int, int] | None:
+    """(device, inode) of `folder`, or None where it does not exist (yet)."""
+    try:
+        st = os.stat(folder)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+def _lock_folder(folder: Path, wait: bool) -> int | None:
+    """flock the folder itself (its identity, whatever path reached it); the descriptor, or None where the folder
+    does not exist. Held by another process: wait, or raise `FolderBusy`."""
+    try:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            st = os.fstat(fd)
+            who = f"another process, through another path to the same folder (device {st.st_dev}, inode {st.st_ino})"
+            if not wait:
+                raise FolderBusy(
+                    f"{folder} is being written by {who}: two writers would duplicate its records. Wait for it to "
+                    "finish (or stop it), or write elsewhere (KIT_RESULTS=...)"
+                ) from None
+            print(f"waiting for {who}, which is writing {folder} ...", file=sys.stderr, flush=True)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+    except (
+        OSError
+    ) as e:  # a filesystem whose folders cannot be locked (ENOLCK, ...): the lock file alone holds
+        os.close(fd)
+        if isinstance(e, BlockingIOError):
+            raise
+        return None
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def lock_file(folder: Path) -> Path:
@@ -243,6 +340,9 @@ def acquire(folder: Path, wait: bool) -> bool:
     folder = Path(folder).resolve()
     if folder in _held:
         return False
+    ident = _identity(folder)
+    if ident is not None and any(held == ident for held, _ in _held_dirs.values()):
+        return False  # this process writes it already, through another path
     lock = lock_file(folder)
     lock.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
@@ -260,18 +360,25 @@ def acquire(folder: Path, wait: bool) -> bool:
                 "since": time.strftime("%Y-%m-%d %H:%M:%S")}  # fmt: skip
         os.ftruncate(fd, 0)
         os.pwrite(fd, json.dumps(info).encode(), 0)
+        dir_fd = _lock_folder(folder, wait)
     except BaseException:
         os.close(fd)
         raise
     _held[folder] = fd
+    if dir_fd is not None:
+        _held_dirs[folder] = (_identity(folder) or (-1, -1), dir_fd)
     return True
 
 
 def release(folder: Path) -> None:
     """Stop being the writer of `folder` (a no-op where this process is not)."""
-    fd = _held.pop(Path(folder).resolve(), None)
+    folder = Path(folder).resolve()
+    fd = _held.pop(folder, None)
     if fd is not None:
         os.close(fd)  # closing the only descriptor releases the flock
+    _, dir_fd = _held_dirs.pop(folder, (None, None))
+    if dir_fd is not None:
+        os.close(dir_fd)
 
 
 @contextmanager
@@ -299,6 +406,20 @@ def busy(folder: Path) -> str | None:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
             return f"{lock.with_name(lock.name[1:-5])} is being written by {_holder(fd)}"
+        finally:
+            os.close(fd)
+    mine = {ident for ident, _ in _held_dirs.values()}
+    for sub in [folder, *(p for p in folder.rglob("*") if p.is_dir() and not p.is_symlink())]:
+        if _identity(sub) in mine:
+            continue
+        try:
+            fd = os.open(sub, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:  # the folder's own lock: a writer that reached it by another path (a bind mount)
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return f"{sub} is being written by another process, through another path to the same folder"
         finally:
             os.close(fd)
     return None
@@ -335,7 +456,10 @@ class Records:
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise store_error(self.path.parent, e) from e
         self._repaired = False
         self._claimed = False
 
@@ -412,31 +536,42 @@ class Records:
             self._claimed = True
 
     def append(self, records: dict | Iterable[dict]) -> None:
-        """Append one record or many; each is flushed as a whole line."""
-        self.claim()
-        self._repair()
+        """Append one record or many: whole lines or nothing. The bytes go out unbuffered (`os.write`), so a
+        failed write leaves nothing behind to be flushed later; on any failure the file is cut back to its last
+        whole record, and the error is a `StoreError` (`DiskFull` for want of room or inodes) naming the file.
+        Before, a full disk raised a raw `OSError` with no path and the buffer's remainder left a torn line."""
+        kept = "the records written so far are kept"
+        try:
+            self.claim()
+            self._repair()
+        except OSError as e:
+            raise store_error(self.path, e, kept) from e
         if isinstance(records, dict):
             records = [records]
-        lines = "".join(json.dumps(_jsonable(r), ensure_ascii=False) + "\n" for r in records)
-        if lines:
-            with self.path.open("a") as f:
-                if crash_point(f"append:{self.path.name}"):  # kill test: die half-way through the write
-                    f.write(lines[: len(lines) // 2])
-                    f.flush()
-                    os.fsync(f.fileno())
-                    crash()
-                end = f.tell()
-                try:
-                    f.write(lines)
-                    f.flush()
-                    os.fsync(f.fileno())
-                except OSError as e:
-                    if not is_disk_full(e):
-                        raise
-                    os.truncate(
-                        self.path, end
-                    )  # back to the last whole record (cutting a file needs no room)
-                    raise disk_full(self.path, e, "the records written so far are kept") from e
+        data = "".join(json.dumps(_jsonable(r), ensure_ascii=False) + "\n" for r in records).encode("utf-8")
+        if not data:
+            return
+        try:
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError as e:
+            raise store_error(self.path, e, kept) from e
+        try:
+            if crash_point(f"append:{self.path.name}"):  # kill test: die half-way through the write
+                os.write(fd, data[: len(data) // 2])
+                os.fsync(fd)
+                crash()
+            end = os.lseek(fd, 0, os.SEEK_END)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+                os.fsync(fd)
+            except OSError as e:
+                with contextlib.suppress(OSError):  # back to the last whole record (cutting needs no room)
+                    os.ftruncate(fd, end)
+                raise store_error(self.path, e, kept) from e
+        finally:
+            os.close(fd)
 
     @staticmethod
     def rewrite(path: str | Path, records: Iterable[dict]) -> Records:

@@ -692,3 +692,42 @@ def test_nothing_is_carried_to_the_next_episode_through_the_keyring_or_inotify(t
     got = sandbox.run_program(harvest, one, limits=OFF)
     assert token not in got.tests[0].actual and "inotify False" in got.tests[0].actual, got.tests[0]
     assert not got.tests[0].passed
+
+
+def test_no_file_lock_or_notice_can_pass_bits_between_concurrent_sandboxes():
+    """Issue 52: `flock` on a file of the read-only standard library that every sandbox binds carried 16 of 16 bits
+    between two concurrent sandboxes (uids 61000 and 61001), with the audit hook on. Locks on a shared inode are
+    seen by every process that opens it, so the filter refuses each way to take or see one: flock, POSIX and
+    open-file-description locks (fcntl and lockf), leases and directory notices; fcntl's other commands work."""
+    program = (
+        "import errno, fcntl, os, struct\n"
+        "f = os.open(os.__file__, os.O_RDONLY)\n"
+        "d = os.open(os.path.dirname(os.__file__), os.O_RDONLY)\n"
+        "lock = struct.pack('hhqqi', fcntl.F_RDLCK, 0, 0, 0, 0)\n"
+        "tries = {\n"
+        "    'flock': lambda: fcntl.flock(f, fcntl.LOCK_SH | fcntl.LOCK_NB),\n"
+        "    'lockf': lambda: fcntl.lockf(f, fcntl.LOCK_SH | fcntl.LOCK_NB),\n"
+        "    'setlk': lambda: fcntl.fcntl(f, fcntl.F_SETLK, lock),\n"
+        "    'getlk': lambda: fcntl.fcntl(f, fcntl.F_GETLK, lock),\n"
+        "    'ofd_setlk': lambda: fcntl.fcntl(f, fcntl.F_OFD_SETLK, lock),\n"
+        "    'ofd_getlk': lambda: fcntl.fcntl(f, fcntl.F_OFD_GETLK, lock),\n"
+        "    'lease': lambda: fcntl.fcntl(f, fcntl.F_SETLEASE, fcntl.F_RDLCK),\n"
+        "    'notify': lambda: fcntl.fcntl(d, fcntl.F_NOTIFY, fcntl.DN_ACCESS | fcntl.DN_MULTISHOT),\n"
+        "}\n"
+        "out = {}\n"
+        "for name, call in tries.items():\n"
+        "    try:\n"
+        "        call()\n"
+        "        out[name] = 'ok'\n"
+        "    except OSError as e:\n"
+        "        out[name] = errno.errorcode[e.errno]\n"
+        "print(out)\n"
+        "print('getfl', fcntl.fcntl(f, fcntl.F_GETFL) & os.O_ACCMODE == os.O_RDONLY)\n"
+        "print('dupfd', fcntl.fcntl(f, fcntl.F_DUPFD_CLOEXEC, 10) >= 10)\n"
+    )
+    r = sandbox.run_program(program, [{"kind": "stdin", "input": "", "output": "-"}], limits=OFF)
+    lines = r.tests[0].actual.splitlines()
+    assert len(lines) == 3, r.tests[0]
+    seen = ast.literal_eval(lines[0])
+    assert seen == dict.fromkeys(seen, "EPERM") and len(seen) == 8, seen
+    assert lines[1:] == ["getfl True", "dupfd True"]

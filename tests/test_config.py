@@ -588,3 +588,40 @@ def test_yaml_problems_of_every_kind_are_config_errors(tmp_path):
     (tmp_path / "p.yaml").write_bytes(b"seed: \xff\n")
     with pytest.raises(ConfigError, match=r"p\.yaml: not UTF-8 text"):
         config.load(tmp_path / "p.yaml")
+
+
+@pytest.mark.parametrize(
+    ("extra", "match"),
+    [
+        (
+            {"tasks_file": "../../etc/passwd"},
+            r"tasks_file: '\.\./\.\./etc/passwd' is outside the kit's data folders",
+        ),
+        (
+            {"tasks_file": "/etc/passwd"},
+            r"tasks_file: '/etc/passwd' is outside the kit's data folders .*KIT_DATA",
+        ),
+        ({"tasks_file": "data/../../x.json"}, r"is outside the kit's data folders"),
+        ({"tasks_file": "x\0.json"}, r"tasks_file: .* is not a path \(it holds a NUL character\)"),
+        ({"test_dbs": ["../../etc/passwd"]}, r"test_dbs\[0\]: '\.\./\.\./etc/passwd' is not a database name"),
+        ({"test_dbs": ["pets_1", "/tmp/x"]}, r"test_dbs\[1\]: '/tmp/x' is not a database name"),
+    ],
+    ids=["relative-escape", "absolute", "dotdot-inside", "nul", "db-path", "db-absolute"],
+)
+def test_env_extra_paths_are_confined_to_the_data_folders(extra, match):
+    """Issue 52: intercode_sql's `test_dbs` and `tasks_file` accepted any path; now a database is a name and a task
+    file lies in the kit's data folders, or the profile (or `-p`) is refused naming the key."""
+    with pytest.raises(ConfigError, match=match):
+        config.load("smoke", env={"extra": {"intercode_sql": extra}})
+
+
+def test_a_task_file_in_a_folder_listed_in_kit_data_is_accepted(tmp_path, monkeypatch):
+    path = tmp_path / "tasks.json"
+    with pytest.raises(ConfigError, match="outside the kit's data folders"):
+        config.load("smoke", env={"extra": {"intercode_sql": {"tasks_file": str(path)}}})
+    monkeypatch.setenv(config.DATA_ENV, str(tmp_path))
+    cfg = config.load("smoke", env={"extra": {"intercode_sql": {"tasks_file": str(path)}}})
+    assert cfg.env.extra["intercode_sql"]["tasks_file"] == str(path)
+    (tmp_path / "link.json").symlink_to("/etc/passwd")  # a link out of a data folder is followed, and refused
+    with pytest.raises(ConfigError, match="outside the kit's data folders"):
+        config.load("smoke", env={"extra": {"intercode_sql": {"tasks_file": str(tmp_path / "link.json")}}})

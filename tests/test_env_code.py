@@ -7,12 +7,14 @@ import os
 import re
 import subprocess
 import sys
+import time
 
 import pytest
 
 from helpers import sandbox
 from helpers.budget import statement
 from helpers.envs import base
+from helpers.envs.base import Task
 from helpers.envs.code import (
     CodeEnv,
     demo,
@@ -349,3 +351,104 @@ def test_the_profiles_protocol_reaches_every_environment_that_plays_its_tasks():
     CodeEnv(protocol="held_out").reset(loaded["held_out"], 3)  # the same protocol: fine
     with pytest.raises(ValueError, match="protocol must be one of"):
         CodeEnv.load_tasks("test", protocol="hidden")
+
+
+# ------------------------------------------------------------------------------ issue 52: state across tests
+
+# Remembers every stdin input it is given, in a module that survives between the tests of one sandbox, and
+# prints all of them: a feedback test's `Actual:` would show held-out tests' inputs run before it.
+HOARDER = """
+import sys
+import time
+store = sys.modules.setdefault("hoard", type(sys)("hoard"))
+store.seen = getattr(store, "seen", []) + [sys.stdin.read().strip()]
+print(" | ".join(store.seen))
+"""
+# the same through a file in the working directory and through a builtin (places where state could survive)
+HOARDER_FILE = """
+import sys
+import time
+data = sys.stdin.read().strip()
+with open("hoard.txt", "a") as f:
+    f.write(data + " | ")
+print(open("hoard.txt").read())
+"""
+HOARDER_BUILTIN = """
+import builtins, sys
+builtins.__dict__.setdefault("_hoard", []).append(sys.stdin.read().strip())
+print(" | ".join(builtins._hoard))
+"""
+
+
+@pytest.mark.parametrize(
+    "program", [HOARDER, HOARDER_FILE, HOARDER_BUILTIN], ids=["module", "file", "builtin"]
+)
+def test_no_held_out_input_reaches_an_observation_through_state_left_by_earlier_tests(kit, program):
+    """Issue 52: modules survive between the tests of one sandbox, and a program printed held-out tests' inputs
+    inside a feedback test's `Actual:` (4 of 6 stdin tasks). Under `held_out`, feedback tests now run first."""
+    leaked = []
+    for task in [t for t in kit if all(x["kind"] == "stdin" for x in t.payload["tests"])][:6]:
+        env = CodeEnv(protocol="held_out")
+        env.reset(task, 4)
+        shown = {env.tests[i]["input"].strip() for i in range(len(env.tests)) if i not in set(env.scored)}
+        res = env.step(fence(program))
+        actual = re.findall(r"Actual:\n(.*?)(?:\n\n|\nError:|$)", res.observation, re.DOTALL)
+        assert actual, res.observation
+        leaked += [
+            x for a in actual for x in a.strip(" |").split(" | ") if x.strip() not in shown | {"(nothing)"}
+        ]
+    assert not leaked
+
+
+def test_the_feedback_still_reports_each_test_in_its_own_place(kit):
+    """The run order changes under `held_out`, the results do not: they come back in the tests' order."""
+    task = kit[0]
+    env = CodeEnv(protocol="held_out")
+    env.reset(task, 4)
+    result = env.evaluate(task.payload["reference"])
+    assert all(t.passed for t in result.tests) and len(result.tests) == len(env.tests)
+    wrong = env.evaluate("print(input())")
+    direct = sandbox.run_program("print(input())", env.tests, limits=env.limits)
+    assert [t.actual for t in wrong.tests] == [t.actual for t in direct.tests]
+
+
+# ------------------------------------------------------------------------- issue 52: a wall-clock budget
+
+
+def sleepy_task(n: int) -> Task:
+    tests = [{"kind": "stdin", "input": f"{i}\n", "output": f"{i}\n"} for i in range(n)]
+    payload = {"source": "kit", "problem": "echo", "starter_code": "", "setup": "", "tests": tests}
+    return Task("sleepy", "deepcoder", {**payload, "reference": "print(input())"}, 4)
+
+
+@pytest.mark.parametrize(
+    "program",
+    [
+        "import time\ntime.sleep(10**6)\n",
+        "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\ntime.sleep(10**6)\n",
+        "import threading\nthreading.Event().wait()\n",
+        "import sys\nsys.stdin.read()\nimport select\nselect.select([], [], [])\n",
+        "import os, time\nif os.fork() == 0:\n    time.sleep(10**6)\nos.wait()\n",
+    ],
+    ids=["sleep", "ignores-sigterm", "event-wait", "select", "waits-for-child"],
+)
+def test_an_idle_program_costs_at_most_the_steps_wall_clock_budget(program):
+    """Issue 52: `time.sleep(10**6)` uses no CPU, so each test waited for the 60 s stall guard (181 s for one step
+    of a 3-test task, 361 s for a 6-test one that ignores SIGTERM). Now all tests share one wall-clock budget (a
+    small one here; by default max(stall guard, 3 x timeout_s x tests)), and tests it leaves unrun fail."""
+    env = CodeEnv(timeout_s=0.5, wall_budget_s=1.0)
+    env.reset(sleepy_task(6), 4)
+    t0 = time.monotonic()
+    res = env.step(fence(program))
+    took = time.monotonic() - t0
+    assert res.info["passed"] == 0 and not res.done
+    assert took < 1.0 + 10, took  # the budget, plus one sandbox start and its removal on a loaded machine
+    assert "wall-clock budget of 1 s" in res.observation
+
+
+def test_the_default_budget_scales_with_the_tests_cpu_limits():
+    assert sandbox.Limits(timeout_s=4).run_budget_s(3) == 60.0  # the stall guard: 181 s before
+    assert sandbox.Limits(timeout_s=4).run_budget_s(12) == 144.0  # a third of a core per test's CPU limit
+    assert sandbox.Limits(timeout_s=4, run_wall_s=5).run_budget_s(12) == 5.0
+    with pytest.raises(ValueError, match="run_wall_s must be positive"):
+        sandbox.Limits(run_wall_s=0)

@@ -501,10 +501,10 @@ def test_runaway_queries_stop_in_time(world):
     for name, sql in slow.items():  # the limit counts the CPU time of the thread running the query
         t0 = time.thread_time()
         res = world.step(sql)
-        took = time.thread_time() - t0
+        took = time.thread_time() - t0  # the kit's own: the query ran in the query worker (issue 52)
         assert res.info["timed_out"] and f"{limit:g} s time limit" in res.observation, name
         assert not res.info["stalled"], name
-        assert limit <= res.info["cpu_seconds"] <= took < limit + 1.0, (name, took)
+        assert limit <= res.info["cpu_seconds"] < limit + 1.0 and took < limit, (name, res.info, took)
     # Streaming runaways stop at the row cap instead, quickly.
     for sql in (
         "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT n FROM r",

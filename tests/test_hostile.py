@@ -16,7 +16,7 @@ import pytest
 
 from helpers import sandbox
 from helpers.envs import bfcl
-from helpers.envs.base import Task
+from helpers.envs.base import Task, play
 from helpers.envs.code import CodeEnv, fence
 from helpers.envs.sql import SQLEnv
 from helpers.sandbox import wire
@@ -260,3 +260,198 @@ def test_one_slow_function_call_cannot_outrun_the_time_limit(sql_env, sql):
 def test_refusals_name_what_was_refused(sql_env, sql, why):
     res = sql_env.step(f"```sql\n{sql}\n```")
     assert why in res.observation and "UPDATE" not in res.observation, res.observation
+
+
+# ------------------------------------------------------------------------------- issue 52: size before work
+
+
+def frozenlake_env():
+    from helpers.envs.frozenlake import FrozenLakeEnv
+
+    env = FrozenLakeEnv()
+    task = FrozenLakeEnv.load_tasks("train", n=1, seed=0)[0]
+    env.reset(task, 4)
+    return env
+
+
+def test_a_bfcl_reply_over_the_size_cap_is_refused_before_parsing():
+    """One 6 MB reply holding one call (`[ls(a=[0,0,...])]`, 3 M elements) cost the kit's process +2.8 GB and a
+    47 s step, and the call ran. Now it is an invalid action, refused unparsed."""
+    env = bfcl_env("GorillaFileSystem")
+    reply = "[ls(a=[" + "0," * 3_000_000 + "0])]"
+    res, cpu, peak, _ = measured(lambda: env.step(reply))
+    assert res.info["invalid"] and "over 65536 bytes" in res.observation and "calls" not in res.info
+    assert peak < 50 << 20 and cpu < 2, (peak, cpu)
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "[ls(a=[" + "0," * 20_000 + "0])]",  # under the byte cap: 40 KB, 20 000 values
+        "[ls(a={" + ",".join(f"{i}:[]" for i in range(6000)) + "})]",  # a dict of lists
+        "[" + ", ".join(["ls(a=[[[[[[0]]]]]])"] * 900) + "]",  # many calls of nested lists (over 64 too)
+    ],
+    ids=["long-list", "dict-of-lists", "many-nested-calls"],
+)
+def test_a_bfcl_reply_with_a_large_syntax_tree_runs_nothing(reply):
+    env = bfcl_env("GorillaFileSystem")
+    assert len(reply.encode()) <= 65536
+    res = env.step(reply)
+    assert res.info["invalid"] and "syntax-tree nodes" in res.observation and "calls" not in res.info
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "[ls(a=[" + "0," * 32_700 + "0])]",
+        "[ls(a=[" + "[]," * 21_800 + "[]])]",
+        "[ls(a={" + ",".join(f"{i}:{i}" for i in range(6_500)) + "})]",
+        "[cat(file_name='" + "x" * 65_000 + "')]",
+        "[" + ", ".join(["ls(a=-" + "1" * 900 + ")"] * 64) + "]",
+    ],
+    ids=["ints", "empty-lists", "dict", "one-long-string", "64-long-ints"],
+)
+def test_the_kits_memory_per_bfcl_step_is_bounded_for_any_reply_under_the_cap(reply):
+    """Issue 52's stated bound: whatever a reply under the 64 KiB cap holds, the step adds under 100 MB to the kit's
+    process (about 470 bytes per byte of reply were spent before the tree bound: a 1 MB reply took +481 MB)."""
+    env = bfcl_env("GorillaFileSystem")
+    assert len(reply.encode()) <= 65536
+    res, _, peak, _ = measured(lambda: env.step(reply))
+    assert peak < 100 << 20, f"{peak / 2**20:.0f} MB"
+    assert len(res.observation) < 200_000
+
+
+def test_every_environment_refuses_an_oversized_reply_as_an_invalid_action(sql_env):
+    """The byte cap (`MAX_REPLY_BYTES`) holds in all four environments, counted in UTF-8 bytes (a reply of 20 000
+    four-byte characters is 80 000 bytes), and a valid action is hidden in it so that only the cap can refuse."""
+    from helpers.envs.base import MAX_REPLY_BYTES
+
+    env, _ = assert_env()
+    big = "\U0001f600" * 20_000
+    cases = [
+        (frozenlake_env(), "<answer>Left</answer>" + big),
+        (sql_env, "```sql\nSELECT 1\n```" + big),
+        (bfcl_env("MathAPI"), "[add(a=1, b=2)]  # " + big),
+        (env, fence("print(1)") + big),
+    ]
+    assert len(big) < MAX_REPLY_BYTES < len(big.encode())
+    for e, reply in cases:
+        res = e.step(reply)
+        assert res.info["invalid"] and f"over {MAX_REPLY_BYTES} bytes" in res.observation, (e.name, res)
+        assert not res.done
+    assert env.step_quality(fence("print(1)") + big) == 0.0 and not env.fails(fence("print(1)") + big)
+    assert sql_env.step_quality("```sql\nSELECT 1\n```" + big) == 0.0
+
+
+# ------------------------------------------------------------------------ issue 52: observations are text
+
+
+@pytest.fixture(scope="module")
+def tokenizers(qwen3_dir):
+    """Every tokenizer the kit encodes observations with: the tiny models' (trained by `models.train_tokenizer`)
+    and Qwen3's (fast tokenizers refuse a lone surrogate with TypeError)."""
+    from helpers import models, qwen3_tokenizer
+
+    return [models.train_tokenizer(["a b c", "hello world"]), qwen3_tokenizer.load(qwen3_dir)]
+
+
+def encodable(tokenizers, text: str) -> bool:
+    text.encode("utf-8")
+    return all(isinstance(tok(text, add_special_tokens=False)["input_ids"], list) for tok in tokenizers)
+
+
+def test_a_lone_surrogate_from_a_program_reaches_no_observation(boundary_in_place, tokenizers):
+    """`raise ValueError(chr(0xd800))` put '\\ud800' into the observation and ChatFormat.observation_ids raised
+    TypeError out of the rollout. Now every observation is valid text, replaced at the environment boundary."""
+    env, _ = assert_env()
+    for program in (
+        "def f(x):\n    raise ValueError(chr(0xd800))\n",
+        "def f(x):\n    print(chr(0xdfff) * 3, chr(0xd83d))\n    return 1\n",
+        "import sys\ndef f(x):\n    sys.stderr.write(chr(0xdc80))\n    raise SystemExit(chr(0xd800))\n",
+    ):
+        res = env.step(fence(program))
+        assert res.info["passed"] == 0 and encodable(tokenizers, res.observation), res.observation
+
+
+@pytest.mark.parametrize(
+    "surrogate", ["\ud800", "\udfff", "\udc80\ud83d"], ids=["d800", "dfff", "pair-reversed"]
+)
+def test_every_environment_returns_encodable_observations(sql_env, tokenizers, surrogate):
+    """A reply carrying lone surrogates, in every environment: whatever the environment echoes, its observation
+    encodes with every tokenizer the kit uses (the reply itself is the attacker's)."""
+    env, _ = assert_env()
+    cases = [
+        (frozenlake_env(), f"<answer>{surrogate}</answer>"),
+        (sql_env, f"```sql\nSELECT '{surrogate}'\n```"),
+        (sql_env, f"```sql\nSELECT {surrogate}\n```"),
+        (bfcl_env("GorillaFileSystem"), f"[mkdir(dir_name='{surrogate}'), ls()]"),
+        (bfcl_env("GorillaFileSystem"), f"[{surrogate}()]"),
+        (env, f"```python\n{surrogate}\n```"),
+    ]
+    for e, reply in cases:
+        res = e.step(reply)
+        assert encodable(tokenizers, res.observation), (e.name, res.observation)
+
+
+# ----------------------------------------------------------------------------- issue 52: the smaller items
+
+
+def test_a_call_that_runs_out_of_memory_says_so():
+    """`square_root(number=2, precision=10**9)` ran out of the worker's memory with an empty MemoryError, and the
+    observation said "Error during execution: " and nothing more."""
+    env = bfcl_env("MathAPI", call_time_limit_s=0.5)
+    res = env.step(f"[square_root(number=2, precision={10**9})]")
+    (result,) = res.info["results"]
+    assert result.startswith("Error during execution: ") and len(result) > len("Error during execution: ") + 5
+    assert "memory" in result or "time limit" in result, result
+
+
+def test_the_model_results_kept_for_the_checks_are_small():
+    """`env.model_results` kept every result whole for the episode (1.45 MB per reply); now a digest per result,
+    and the turn's response check still compares them (a scripted episode with the ground truth passes)."""
+    env = bfcl_env("MathAPI", call_time_limit_s=5.0, reply_time_limit_s=60.0)
+    res = env.step("[" + ", ".join(["square_root(number=2, precision=20000)"] * 8) + "]")
+    assert sum(len(r) for r in res.info["results"]) > 160_000
+    assert sum(len(d) for d in env.model_results) == 8 * 64
+    entry = bfcl.load_entries()[0]
+    task = Task(entry["id"], "bfcl", bfcl.task_payload(entry, "multi_turn_base"), 40)
+    replies = iter(bfcl.ground_truth_replies(task))
+    _, last = play(bfcl.BFCLEnv(), task, 40, lambda _env: next(replies))
+    assert last.success, last.info
+
+
+# ---------------------------------------------------------------- issue 52: SQL time that cannot be dodged
+
+_CTE = (
+    "WITH a(v) AS MATERIALIZED (SELECT printf('%.*c', 65000, 'a')), "
+    "b(v) AS MATERIALIZED (SELECT printf('%.*c', 32000, 'a')) "
+)
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [  # one row of straight-line work: SQLite reaches neither its progress handler nor interrupt() inside it
+        _CTE
+        + "SELECT "
+        + ", ".join(" + ".join(f"instr(a.v, b.v || '{i % 10}{j}')" for j in range(12)) for i in range(200))
+        + " FROM a, b",
+        _CTE + "SELECT " + ", ".join(f"replace(a.v, b.v || 'b{i}', 'c')" for i in range(200)) + " FROM a, b",
+    ],
+    ids=["instr-2400", "replace-200"],
+)
+def test_a_query_ends_within_a_small_multiple_of_its_limit_whatever_one_row_does(sql):
+    """2400 instr() calls on 64 KB values in one row used 46 s of CPU time against the 2 s limit (the progress
+    handler was never reached). Model queries now run in the query worker under a kernel CPU-time limit of
+    HARD_FACTOR x the limit + HARD_EXTRA_S; the next query runs in a fresh worker."""
+    from helpers.envs.sql import engine
+
+    env = SQLEnv(time_limit_s=0.1)
+    payload = {"db": "world_1", "db_source": "dump", "question": "?", "gold": "SELECT Name FROM country"}
+    env.reset(Task("hostile-sql", "intercode_sql", payload, 5), 5)
+    hard = engine.HARD_FACTOR * 0.1 + engine.HARD_EXTRA_S
+    res, cpu, _, wall = measured(lambda: env.step(f"```sql\n{sql}\n```"))
+    assert res.info["timed_out"] and "0.1 s time limit" in res.observation, res.observation
+    assert res.info["cpu_seconds"] <= hard + 0.05 and cpu < 2 and wall < 60, (res.info, cpu, wall)
+    after = env.step("```sql\nSELECT count(*) FROM city\n```")
+    assert "(4079,)" in after.observation
+    env.close()

@@ -311,3 +311,41 @@ def test_the_cache_follows_the_results_root_unless_kit_cache_is_set(tmp_path, mo
     monkeypatch.delenv("KIT_RESULTS")
     monkeypatch.delenv("KIT_CACHE")
     assert spider_sqlite.cache_root() == (config.REPO_ROOT / "results" / "_cache").resolve()
+
+
+@pytest.mark.parametrize(
+    ("param", "match"),
+    [
+        ("seed=" + "-" * 3000 + "1", r"-p seed: the value \(3001 characters\) is nested too deeply"),
+        ("seed=" + "not " * 3000 + "1", r"-p seed: the value .* is nested too deeply"),
+        ("train.lr=" + "~" * 5000 + "1", r"-p train.lr: the value .* is nested too deeply"),
+        ("seed=" + "1" * 5000, r"-p seed: an integer of 5000 digits, too long to read"),
+        ("seed=-" + "9" * 4400, r"-p seed: an integer of 4400 digits"),
+        ("seed=0x" + "f" * 4000, r"-p seed: an integer of 16000 bits"),
+        ("overrides={[]: 1}", r"-p overrides: .* is not a literal the kit can read \(unhashable"),
+        ("train.lr={1, []}", r"-p train.lr: .* is not a literal"),
+        ("overrides={1: 2}", r"-p overrides: the key 1 is not a config key name"),
+        (
+            "overrides={'train': {(1, 2): 3}}",
+            r"-p overrides.train: the key \(1, 2\) is not a config key name",
+        ),
+    ],
+    ids=[
+        "minus-chain",
+        "not-chain",
+        "tilde-chain",
+        "5000-digits",
+        "negative-4400",
+        "hex",
+        "unhashable-key",
+        "unhashable-item",
+        "int-key",
+        "tuple-key",
+    ],
+)
+def test_every_bad_parameter_value_is_a_config_error(param, match):
+    """Issue 52: 3000 unary minus signs (or a `not` chain) raised a raw RecursionError out of make_plan, and a
+    5000-digit integer was blamed as "expected an integer"; every value that cannot be read is a ConfigError naming
+    the parameter."""
+    with pytest.raises(config.ConfigError, match=match):
+        run.make_plan(["--profile", "smoke", "-p", param])

@@ -64,7 +64,14 @@ def test_comparators():
     assert not outputs_match(f"{float(catalan):.6e}", str(catalan)) and not values_match(
         float(catalan), catalan
     )
-    assert not values_match(1e6, 1000001) and values_match(1000000.0, 1000000) and values_match(2, 2.0)
+    assert not values_match(1e6, 1000001) and values_match(2, 2.0)
+    # issue 52: an expected integer is met by an integer only (1.0 for 1 passed), and a decimal token is ASCII
+    # (fullwidth digits, underscores and other scripts' digits passed inside decimals, read by float())
+    assert not values_match(1.0, 1) and not values_match(1000000.0, 1000000) and not values_match([1.0], [1])
+    assert values_match(1, 1) and values_match(2**70, 2**70) and values_match({"a": 1}, {"a": 1})
+    assert not outputs_match("\uff11.\uff15", "1.5") and not outputs_match("1_0.5", "10.5")
+    assert not outputs_match("\u0661.5", "1.5") and not outputs_match("\uff11\uff12", "12")
+    assert outputs_match(".5", "0.5") and outputs_match("1e1", "10.0") and outputs_match("-2.5000001", "-2.5")
     assert values_match([1, [2.0000001, "a"]], [1, [2.0, "a"]])
     assert (
         not values_match(True, 1)

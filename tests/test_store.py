@@ -305,3 +305,107 @@ def test_a_checkpoint_on_a_full_disk_is_a_clear_error_and_leaves_no_tmp(small_fs
     assert "basic_ios" not in str(err.value)
     assert sorted(p.name for p in small_fs.iterdir()) == ["checkpoint-000002.pt", "filler"]
     assert rl_runs.resume(small_fs, "cpu", model, opt) == 2
+
+
+# ------------------------------------------------------------------ issue 52: whole lines, kit errors, identity
+
+
+@pytest.fixture
+def mount_tmpfs(tmp_path):
+    """Mount small tmpfs filesystems (options given per call) under tmp_path; unmounted afterwards (root only)."""
+    mounted: list[Path] = []
+
+    def mount(name: str, options: str, source: str | None = None) -> Path:
+        mnt = tmp_path / name
+        mnt.mkdir()
+        cmd = (
+            ["mount", "--bind", source, str(mnt)]
+            if source
+            else ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(mnt)]
+        )
+        got = subprocess.run(cmd, capture_output=True, text=True)
+        if got.returncode != 0:
+            pytest.skip(f"cannot mount here (needs root and CAP_SYS_ADMIN): {got.stderr.strip()}")
+        mounted.append(mnt)
+        return mnt
+
+    yield mount
+    for mnt in reversed(mounted):
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+@pytest.mark.parametrize("pad", [100, 30_000, 200_000, 3_000_000], ids=["small", "30k", "200k", "3M"])
+def test_records_on_a_filling_disk_are_whole_lines_or_nothing(mount_tmpfs, pad):
+    """Appends of every size on a disk that fills: before, a raw `OSError: [Errno 28]` with no path and a torn last
+    line (the buffered remainder was flushed after the cut). Now DiskFull naming the file, and the file holds
+    exactly the records it held before, byte for byte."""
+    mnt = mount_tmpfs("fs", "size=1m")
+    rec = store.Records(mnt / "sweep.jsonl")
+    rec.append([{"i": i} for i in range(10)])
+    before = (mnt / "sweep.jsonl").read_bytes()
+    _fill(mnt, 16 * 1024)
+    with pytest.raises(
+        store.DiskFull, match=r"could not write .*sweep\.jsonl .*the records written so far are kept"
+    ):
+        for i in range(1000):  # until the disk is full
+            rec.append([{"i": 100 + i, "pad": "x" * pad} for _ in range(3)])
+            before = (mnt / "sweep.jsonl").read_bytes()
+    assert (mnt / "sweep.jsonl").read_bytes() == before
+
+
+def test_a_read_only_filesystem_is_a_kit_error_naming_the_file(mount_tmpfs):
+    """A read-only root gave a raw OSError (EROFS); now a StoreError naming the file and what to do."""
+    rw = mount_tmpfs("rw", "size=1m")
+    (rw / "runs").mkdir()
+    (rw / ".runs.lock").touch()
+    (rw / "runs" / "a.jsonl").write_text('{"i": 0}\n')
+    ro = mount_tmpfs("ro", "", source=str(rw))
+    assert subprocess.run(["mount", "-o", "remount,bind,ro", str(ro)], capture_output=True).returncode == 0
+    with pytest.raises(store.StoreError, match=r"could not write .*a\.jsonl \(the filesystem is read-only"):
+        store.Records(ro / "runs" / "a.jsonl").append({"i": 1})
+    with pytest.raises(store.StoreError, match=r"could not write .*new \(the filesystem is read-only"):
+        store.Records(ro / "new" / "c.jsonl")
+    assert store.Records(ro / "runs" / "a.jsonl").read() == [{"i": 0}]
+    with pytest.raises(
+        store.StoreError, match=r"could not write .*metrics\.json \(the filesystem is read-only"
+    ):
+        store.write_atomic(ro / "runs" / "metrics.json", "{}")
+
+
+def test_no_free_inodes_is_disk_full_saying_so(mount_tmpfs):
+    mnt = mount_tmpfs("inodes", "size=1m,nr_inodes=16")
+    with pytest.raises(OSError):
+        for i in range(100):
+            (mnt / f"f{i}").touch()
+    with pytest.raises(store.DiskFull, match=r"could not write .*x\.jsonl .*no free inodes"):
+        store.Records(mnt / "x.jsonl").append({"i": 0})
+    assert not (mnt / "x.jsonl").exists()
+
+
+def test_one_writer_per_folder_whatever_path_reaches_it(mount_tmpfs, tmp_path, holder, monkeypatch):
+    """The same folder through a bind mount had its own lock file, so two writers appended (200 rows where one
+    writer gives 100). Now the folder itself is locked too (its inode, whatever the path)."""
+    monkeypatch.setattr(store, "_held", {})
+    monkeypatch.setattr(store, "_held_dirs", {})
+    folder = tmp_path / "results" / "smoke" / "03_pass_at_kt_sweep"
+    folder.mkdir(parents=True)
+    other = mount_tmpfs("elsewhere", "", source=str(folder))
+    first = holder(folder)
+    with pytest.raises(store.FolderBusy, match="another path to the same folder"):
+        store.Records(other / "sweep_records.jsonl").append({"x": 1})
+    with pytest.raises(store.FolderBusy, match="another path to the same folder"):
+        store.acquire(other, wait=False)
+    first.kill()
+    first.wait()
+    second = holder(other)  # and the other way round
+    assert "another path to the same folder" in store.busy(folder.parent)  # what --fresh checks
+    with pytest.raises(store.FolderBusy, match="another path to the same folder"):
+        store.Records(folder / "sweep_records.jsonl").append({"x": 1})
+    second.kill()
+    second.wait()
+    store.Records(folder / "sweep_records.jsonl").append({"x": 1})
+    assert (
+        store.acquire(other, wait=False) is False
+    )  # this process is its writer already, through either path
+    assert store.Records(other / "sweep_records.jsonl").read() == [{"x": 1}]
+    store.release(folder)

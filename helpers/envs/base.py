@@ -18,6 +18,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import importlib
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, runtime_checkable
@@ -45,15 +46,48 @@ class Task:
         return cls(task_id=d["task_id"], env=d["env"], payload=d["payload"], t_max=int(d["t_max"]))
 
 
+# A reply longer than this is refused before any parsing or running (an invalid action saying so): a 6 MB BFCL reply
+# holding one call cost the kit's process 2.8 GB while parsing. No legitimate reply comes near it (the longest
+# ground-truth BFCL reply, SQL query or reference program is a few KB; the policies generate at most a few thousand
+# tokens).
+MAX_REPLY_BYTES = 64 * 1024
+
+_SURROGATES = re.compile("[\ud800-\udfff]")
+
+
+def oversized(text: str, limit: int = MAX_REPLY_BYTES) -> str | None:
+    """Why a reply is refused for its size (its UTF-8 length over `limit` bytes), or None; costs no more than
+    encoding it once, and nothing for a reply under a quarter of the limit in characters."""
+    if len(text) * 4 <= limit:
+        return None
+    size = len(text) if len(text) > limit else len(text.encode("utf-8", "surrogatepass"))
+    if size <= limit:
+        return None
+    return f"the reply is over {limit} bytes long ({size} or more); nothing in it was parsed or run"
+
+
+def valid_text(text: str) -> str:
+    """`text` with every lone surrogate (the only code points UTF-8 cannot encode) replaced by U+FFFD, so any
+    tokenizer can encode it: a program's `raise ValueError(chr(0xD800))` put one into an observation and the
+    rollout's tokenisation raised out of a training run."""
+    if text.isascii():
+        return text
+    return _SURROGATES.sub("\ufffd", text)
+
+
 @dataclass
 class StepResult:
-    """What one action produced."""
+    """What one action produced. The observation is made valid text here, at the environment boundary
+    (`valid_text`), whatever the environment put into it."""
 
     observation: str
     reward: float
     done: bool
     success: bool
     info: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.observation = valid_text(str(self.observation))
 
 
 @runtime_checkable

@@ -54,7 +54,7 @@ import numpy as np
 
 from helpers import sandbox
 from helpers.budget import statement
-from helpers.envs.base import StepResult, Task, check_split, seeded_subset
+from helpers.envs.base import StepResult, Task, check_split, oversized, seeded_subset
 
 HUB_ID = "agentica-org/DeepCoder-Preview-Dataset"
 HUB_SUBSETS = {"train": ("primeintellect", "taco", "lcbv5"), "test": ("codeforces", "lcbv5")}
@@ -338,8 +338,10 @@ class CodeEnv:
         isolation: str | None = None,
         cache_bytes: int = 32 << 20,
         protocol: str | None = None,
+        wall_budget_s: float | None = None,
     ) -> None:
-        """`isolation`: 'strict' (refuse without the sandbox's OS boundary) or 'weak' (see `sandbox`); None reads
+        """`wall_budget_s`: the wall-clock budget of one step's program, all its tests together (the sandbox's
+        `Limits.run_wall_s`; None: its default, `max(stall guard, 3 x timeout_s x tests)`). `isolation`: 'strict' (refuse without the sandbox's OS boundary) or 'weak' (see `sandbox`); None reads
         $KIT_SANDBOX. `cache_bytes` bounds the results kept per episode (oldest programs are forgotten first).
 
         `protocol`: 'paper' (rLLM's: feedback shows failing tests, and all tests, the shown ones included, decide
@@ -353,7 +355,9 @@ class CodeEnv:
         _check_protocol(protocol, none=True)
         self._asked = protocol
         self.protocol = protocol or "paper"  # the current task's, once reset
-        self.limits = sandbox.Limits(timeout_s=timeout_s, memory_mb=memory_mb, isolation=isolation)
+        self.limits = sandbox.Limits(
+            timeout_s=timeout_s, memory_mb=memory_mb, isolation=isolation, run_wall_s=wall_budget_s
+        )
         self.feedback_tests = int(feedback_tests)
         self.feedback_chars = int(feedback_chars)
         self.cache_bytes = int(cache_bytes)
@@ -460,7 +464,7 @@ class CodeEnv:
         if program in self._cache:
             self._cache.move_to_end(program)
             return self._cache[program]
-        result = sandbox.run_program(program, self.tests, self.task.payload["setup"], self.limits)
+        result = self._run(program)
         size = _result_bytes(program, result)
         if size <= self.cache_bytes:
             self._cache[program] = result
@@ -468,6 +472,24 @@ class CodeEnv:
             while self._cached_bytes > self.cache_bytes:
                 old, dropped = self._cache.popitem(last=False)
                 self._cached_bytes -= _result_bytes(old, dropped)
+        return result
+
+    def _run(self, program: str) -> sandbox.RunResult:
+        """All the task's tests in one sandbox (batch mode), results in the tests' order. Under 'held_out' the
+        feedback tests run first and the held-out ones after them: the program's state survives from one test to
+        the next within a run, so a held-out test's input could otherwise reach a later feedback test's output
+        (a program printed held-out inputs inside a feedback test's `Actual:`, 4 of 6 stdin tasks)."""
+        if self.scored is None:
+            return sandbox.run_program(program, self.tests, self.task.payload["setup"], self.limits)
+        hidden = set(self.scored)
+        order = [i for i in range(len(self.tests)) if i not in hidden] + list(self.scored)
+        result = sandbox.run_program(
+            program, [self.tests[i] for i in order], self.task.payload["setup"], self.limits
+        )
+        tests: list = [None] * len(order)
+        for k, i in enumerate(order):
+            tests[i] = result.tests[k]
+        result.tests = tests
         return result
 
     @property
@@ -516,13 +538,15 @@ class CodeEnv:
     def step(self, action_text: str) -> StepResult:
         if self.done:
             raise RuntimeError("step() called on a finished episode; call reset() first")
-        program = extract_program(action_text)
+        too_long = oversized(action_text)
+        program = None if too_long else extract_program(action_text)
         self.t += 1
         self.remaining -= 1
         info: dict = {"invalid": program is None, "t": self.t, "remaining": self.remaining}
         if program is None:
             self.done = self.remaining == 0
-            note = "Invalid action: no ```python code block found. Reply with your complete program in a ```python block."
+            why = too_long or "no ```python code block found"
+            note = f"Invalid action: {why}. Reply with your complete program in a ```python block."
             return StepResult(self._observation(note), 0.0, self.done, False, info)
         result = self.evaluate(program)
         passed, total = self._scores(result)
@@ -549,7 +573,7 @@ class CodeEnv:
         is unchanged."""
         if self.done:
             raise RuntimeError("step_quality() on a finished episode")
-        program = extract_program(action_text)
+        program = None if oversized(action_text) else extract_program(action_text)
         if program is None:
             return 0.0
         passed, total = self._scores(self.evaluate(program))
@@ -568,7 +592,7 @@ class CodeEnv:
     def fails(self, action_text: str) -> bool:
         """True for a reply whose program runs and fails at least one test (a reply without a program is an
         invalid action, not a failing program)."""
-        program = extract_program(action_text)
+        program = None if oversized(action_text) else extract_program(action_text)
         if program is None:
             return False
         passed, total = self._scores(self.evaluate(program))
@@ -583,7 +607,7 @@ class CodeEnv:
         if self.done:
             raise RuntimeError("error_action() on a finished episode")
         rng = np.random.default_rng(seed)
-        own = list(dict.fromkeys(a for a in attempts if extract_program(a) is not None))
+        own = list(dict.fromkeys(a for a in attempts if not oversized(a) and extract_program(a) is not None))
         for i in rng.permutation(len(own)):
             if self.fails(own[i]):
                 return own[i]

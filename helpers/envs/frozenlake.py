@@ -35,7 +35,7 @@ from gymnasium.utils import seeding
 
 from helpers.budget import budget_at, statement
 from helpers.budget import budgetmix_candidates as budget_candidates
-from helpers.envs.base import StepResult, Task, check_split, seeded_subset
+from helpers.envs.base import StepResult, Task, check_split, oversized, seeded_subset
 
 ACTIONS = ("Left", "Down", "Right", "Up")  # gymnasium's order: LEFT=0 DOWN=1 RIGHT=2 UP=3
 _ACTION_INDEX = {a.lower(): i for i, a in enumerate(ACTIONS)}
@@ -59,8 +59,11 @@ def parse_action(text: str) -> tuple[int | None, str]:
 
     The reply must contain exactly one `<answer>...</answer>` whose content, stripped and case-folded, is one of
     the four moves. Text around the tag is allowed (a larger model may explain itself); two answers, an empty
-    answer or an unknown move are invalid.
+    answer or an unknown move are invalid, and so is a reply over `MAX_REPLY_BYTES` (not searched at all).
     """
+    too_long = oversized(text)
+    if too_long:
+        return None, too_long
     found = _ANSWER.findall(text)
     if not found:
         return None, "no <answer>...</answer> tag found"

@@ -24,6 +24,11 @@ class Limits:
     - `wall_s` is only a stall guard: the wall-clock seconds the parent waits for a test's answer before it ends
       the sandbox (default `max(60, 15 * timeout_s)`: far above what a loaded machine adds to a test within its
       CPU limit). A test stopped by it gets status "stalled", never "timeout" or "wrong_answer".
+    - `run_wall_s` is the wall-clock budget of one run (all of a program's tests together, sandbox starts
+      included; default `run_budget_s`: `max(stall_s, 3 * timeout_s * tests)`, a third of a core for every test's
+      CPU limit). Tests not started when it is spent are not run and get status "stalled": a program that
+      sleeps (or ignores SIGTERM and sleeps) costs at most this per step, not the stall guard once per test (a
+      6-test task took 361 s).
     - `startup_s` bounds, in wall-clock seconds, how long a new sandbox may take to come up; past it
       `run_program` raises SandboxError (no verdict is made up).
 
@@ -39,6 +44,7 @@ class Limits:
     max_procs: int = 32
     startup_s: float = 20.0
     wall_s: float | None = None
+    run_wall_s: float | None = None
     error_bytes: int = 8192
     shown_bytes: int = 16384
     disk_mb: int = 64
@@ -53,6 +59,8 @@ class Limits:
         ):  # fmt: skip
             if getattr(self, name) <= 0:
                 raise ValueError(f"sandbox Limits.{name} must be positive, got {getattr(self, name)!r}")
+        if self.run_wall_s is not None and not self.run_wall_s > 0:
+            raise ValueError(f"sandbox Limits.run_wall_s must be positive, got {self.run_wall_s!r}")
         if self.open_files < 16:
             raise ValueError(f"sandbox Limits.open_files must be at least 16, got {self.open_files}")
         if self.isolation not in (None, *ISOLATION_SETTINGS):
@@ -64,6 +72,13 @@ class Limits:
     def stall_s(self) -> float:
         """The stall guard in wall-clock seconds: `wall_s`, or by default `max(60, 15 * timeout_s)`."""
         return self.wall_s if self.wall_s is not None else max(60.0, 15.0 * self.timeout_s)
+
+    def run_budget_s(self, tests: int) -> float:
+        """The wall-clock budget of a run of `tests` tests: `run_wall_s`, or by default
+        `max(stall_s, 3 * timeout_s * tests)`."""
+        if self.run_wall_s is not None:
+            return self.run_wall_s
+        return max(self.stall_s, 3.0 * self.timeout_s * tests)
 
 
 @dataclass

@@ -20,7 +20,10 @@ from .wire import check_items, wire_decode, wire_encode
 if TYPE_CHECKING:
     from .session import Session
 
-_INTEGER = re.compile(r"[+-]?\d+")
+_INTEGER = re.compile(r"[+-]?\d+", re.ASCII)
+# A decimal as judges print it, ASCII digits only: `float()` also reads fullwidth digits ('１.５'), underscores
+# ('1_0.5') and 'nan', which passed inside decimals before.
+_DECIMAL = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?", re.ASCII)
 
 # --------------------------------------------------------------------------------------------- test format
 
@@ -90,6 +93,8 @@ def _close_decimals(x: str, y: str) -> bool:
     """Whether `x` (actual) is within 1e-6 of `y` (expected), `y` being a decimal, not an integer."""
     if _INTEGER.fullmatch(y) or not any(c in s for s in (x, y) for c in ".eE"):
         return False
+    if not (_DECIMAL.fullmatch(x) and _DECIMAL.fullmatch(y)):
+        return False
     try:
         fx, fy = float(x), float(y)
     except ValueError:
@@ -99,14 +104,14 @@ def _close_decimals(x: str, y: str) -> bool:
 
 def values_match(actual: object, expected: object) -> bool:
     """Return-value comparison after a JSON round trip (tuples are lists): exact, except that an expected float
-    may be met within 1e-6; an expected integer only by an equal number (exactly: a float approximation of a
-    large integer is wrong); bools only equal bools."""
+    may be met within 1e-6; an expected integer only by an equal integer (exactly: a float approximation of a
+    large integer is wrong, and so is 1.0 for 1); bools only equal bools."""
     if isinstance(expected, bool) or isinstance(actual, bool):
         return type(actual) is type(expected) and actual == expected
     if isinstance(expected, (int, float)) and isinstance(actual, (int, float)):
         if isinstance(expected, float):
             return math.isclose(actual, expected, rel_tol=1e-6, abs_tol=1e-6)
-        return actual == expected
+        return isinstance(actual, int) and actual == expected
     if isinstance(expected, list) and isinstance(actual, list):
         return len(actual) == len(expected) and all(values_match(a, e) for a, e in zip(actual, expected))  # noqa: B905
     if isinstance(expected, dict) and isinstance(actual, dict):

@@ -9,7 +9,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from .base import ChannelError, Limits, RunResult, TestResult
+from .base import ChannelError, Limits, RunResult, Stalled, TestResult
 from .bwrap import boundary
 from .judge import fail, first_command, judge_assert, validate_test, verdict
 from .session import Session, isolation_plan
@@ -41,11 +41,20 @@ def run_program(
         uid_pool = contextlib.nullcontext(None)  # the calling user's own uid, in a user namespace
     else:
         uid_pool = sandbox_uid(sweep=plan.bwrap is None or plan.cgroups is None)
+    budget = limits.run_budget_s(len(tests))
+    end = time.monotonic() + budget  # the whole run's wall-clock budget (`Limits.run_wall_s`)
+    spent = (
+        f"not run: the program's wall-clock budget of {budget:g} s for all its tests was spent (it waits: sleep, "
+        "a blocked read, a thread left running)"
+    )
     with uid_pool as uid:
         try:
             i = 0
             while i < len(tests):
                 test = tests[i]
+                if time.monotonic() >= end:
+                    results += [TestResult(False, "stalled", error=spent) for _ in tests[i:]]
+                    break
                 if session is None:
                     session = Session(
                         plan, program, setup, tests[i : i + 1] if not batch else tests[i:], limits, uid
@@ -53,7 +62,8 @@ def run_program(
                     processes += 1
                     info = session.info
                 t1 = time.perf_counter()
-                deadline = time.monotonic() + limits.stall_s  # a stall guard only: CPU time decides "timeout"
+                # a stall guard only (CPU time decides "timeout"), within what is left of the run's budget
+                deadline = min(time.monotonic() + limits.stall_s, end)
                 try:
                     if test["kind"] == "assert":
                         res = judge_assert(session, test, setup, limits, deadline)
@@ -63,6 +73,11 @@ def run_program(
                 except ChannelError as exc:
                     res = TestResult(False, "", "", "")
                     fail(res, exc, limits)
+                    if isinstance(exc, Stalled) and deadline >= end:
+                        res.error = (
+                            f"stopped: the program's wall-clock budget of {budget:g} s for all its tests was spent "
+                            f"(under its CPU time limit of {limits.timeout_s} s: it waits)"
+                        )
                     restart = True
                 res.time_s = time.perf_counter() - t1
                 results.append(res)

@@ -8,7 +8,10 @@ It refuses, with EPERM, the system calls a test program never needs and an attac
   filter can read (clone3's are in memory);
 - kernel state that outlives a sandbox or crosses between two: the key rings (`add_key`, `request_key`, `keyctl`:
   a table left by one episode was read by the next), inotify and fanotify (two sandboxes passed bits through
-  watches on the shared read-only standard library);
+  watches on the shared read-only standard library), and file locks and notices: `flock`, and `fcntl`'s lock,
+  lease and directory-notice commands (two sandboxes passed 16 of 16 bits through `flock` on a file of the
+  read-only standard library that both bind; a lock on a shared inode is seen by every sandbox). Locks on a
+  sandbox's own files go too (a program's sqlite database in /tmp cannot lock: use `:memory:`);
 - io_uring (`io_uring_setup`, `io_uring_enter`, `io_uring_register`: system calls a filter cannot see);
 - debugging and other processes' memory (`ptrace`, `process_vm_readv`, `process_vm_writev`);
 - mounting (`mount`, `umount2`, `pivot_root`, `chroot`, the new mount API), and the rest of the administrator's
@@ -31,9 +34,12 @@ from .base import SandboxError
 # BPF instructions (linux/filter.h) and seccomp return values (linux/seccomp.h)
 _LD_W_ABS, _JEQ, _JGE, _JSET, _RET = 0x20, 0x15, 0x35, 0x45, 0x06
 _ALLOW, _KILL_PROCESS, _ERRNO = 0x7FFF0000, 0x80000000, 0x00050000
-_NR, _ARCH, _ARG0 = 0, 4, 16  # offsets in struct seccomp_data (args[0]'s low 32 bits, little-endian)
+_NR, _ARCH, _ARG0, _ARG1 = 0, 4, 16, 24  # offsets in struct seccomp_data (args' low 32 bits, little-endian)
 CLONE_NEW_FLAGS = 0x7E020000  # CLONE_NEWNS | NEWCGROUP | NEWUTS | NEWIPC | NEWUSER | NEWPID | NEWNET
 X32_BIT = 0x40000000
+# fcntl commands refused (linux/fcntl.h): F_GETLK, F_SETLK, F_SETLKW, F_OFD_GETLK, F_OFD_SETLK, F_OFD_SETLKW (locks
+# on an inode every sandbox binds are a channel between them), F_SETLEASE, F_GETLEASE, F_NOTIFY (dnotify)
+FCNTL_REFUSED = (5, 6, 7, 36, 37, 38, 1024, 1025, 1026)
 
 # fmt: off
 _REFUSED_NAMES = (
@@ -43,12 +49,12 @@ _REFUSED_NAMES = (
     "move_mount", "fsopen", "fsconfig", "fsmount", "fspick", "mount_setattr", "bpf", "perf_event_open",
     "userfaultfd", "init_module", "finit_module", "delete_module", "kexec_load", "kexec_file_load", "reboot",
     "swapon", "swapoff", "settimeofday", "clock_settime", "clock_adjtime", "adjtimex", "quotactl", "acct",
-    "name_to_handle_at", "open_by_handle_at", "sethostname", "setdomainname", "syslog", "vhangup",
+    "name_to_handle_at", "open_by_handle_at", "sethostname", "setdomainname", "syslog", "vhangup", "flock",
 )
 # system call numbers: arch/x86/entry/syscalls/syscall_64.tbl and include/uapi/asm-generic/unistd.h (aarch64)
 SYSCALLS = {
     "x86_64": {
-        "audit_arch": 0xC000003E, "clone": 56, "clone3": 435,
+        "audit_arch": 0xC000003E, "clone": 56, "clone3": 435, "fcntl": 72, "flock": 73,
         "unshare": 272, "setns": 308, "add_key": 248, "request_key": 249, "keyctl": 250, "inotify_init": 253,
         "inotify_init1": 294, "inotify_add_watch": 254, "fanotify_init": 300, "fanotify_mark": 301,
         "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427, "ptrace": 101,
@@ -61,7 +67,7 @@ SYSCALLS = {
         "open_by_handle_at": 304, "sethostname": 170, "setdomainname": 171, "syslog": 103, "vhangup": 153,
     },
     "aarch64": {
-        "audit_arch": 0xC00000B7, "clone": 220, "clone3": 435,
+        "audit_arch": 0xC00000B7, "clone": 220, "clone3": 435, "fcntl": 25, "flock": 32,
         "unshare": 97, "setns": 268, "add_key": 217, "request_key": 218, "keyctl": 219, "inotify_init1": 26,
         "inotify_add_watch": 27, "fanotify_init": 262, "fanotify_mark": 263, "io_uring_setup": 425,
         "io_uring_enter": 426, "io_uring_register": 427, "ptrace": 117, "process_vm_readv": 270,
@@ -109,6 +115,10 @@ def program(arch: str | None = None) -> bytes:
     for nr in refused(arch).values():
         out += [_insn(_JEQ, 0, 1, nr), _insn(*deny)]
     out += [_insn(_JEQ, 0, 1, t["clone3"]), _insn(_RET, 0, 0, _ERRNO | errno.ENOSYS)]
+    k = len(FCNTL_REFUSED)  # fcntl: refuse the lock, lease and notice commands (its second argument)
+    out += [_insn(_JEQ, 0, k + 3, t["fcntl"]), _insn(_LD_W_ABS, 0, 0, _ARG1)]
+    out += [_insn(_JEQ, k - i, 0, cmd) for i, cmd in enumerate(FCNTL_REFUSED)]
+    out += [_insn(_RET, 0, 0, _ALLOW), _insn(*deny)]
     out += [
         _insn(_JEQ, 0, 4, t["clone"]),  # clone: refuse any CLONE_NEW* flag
         _insn(_LD_W_ABS, 0, 0, _ARG0),

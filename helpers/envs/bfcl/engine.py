@@ -57,10 +57,21 @@ def run_call(instance: Any, name: str, args: tuple, kwargs: dict) -> str:
         try:
             return result_text(getattr(instance, name)(*args, **kwargs))
         except Exception as e:
-            try:
-                return f"Error during execution: {e}"
-            except Exception:
-                return f"Error during execution: {type(e).__name__}"
+            return f"Error during execution: {_reason(e)}"
+
+
+def _reason(e: BaseException) -> str:
+    """The exception's text as BFCL shows it, or, where it has none (`square_root(number=2, precision=10**9)` ran
+    out of the worker's memory with an empty MemoryError: "Error during execution: "), what it was."""
+    try:
+        text = str(e)
+    except Exception:
+        text = ""
+    if text.strip():
+        return text
+    if isinstance(e, MemoryError):
+        return "MemoryError: the call ran out of memory (its memory limit) and was stopped"
+    return type(e).__name__
 
 
 @dataclass(frozen=True)

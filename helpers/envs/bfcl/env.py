@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import hashlib
 import json
 from typing import Any
 
@@ -177,7 +178,9 @@ class BFCLEnv:
         self.t = 0
         self.turn = 0
         self.turn_call_steps = 0  # replies with executed calls in the current user turn
-        self.model_results: list[str] = []  # all the model's results so far (BFCL's response check)
+        # all the model's results so far, as digests (`result_digest`): BFCL's response check compares them only for
+        # equality, and whole results kept 1.45 MB per reply for the whole episode
+        self.model_results: list[str] = []
         self.failure: dict | None = None  # the first failed check
         self.done = False
         self.doc_style = p.get("docs", "full")
@@ -228,7 +231,7 @@ class BFCLEnv:
             return self._finish_step(note, info)
         if calls:
             results = self.backends.execute_reply(calls)
-            self.model_results.extend(results)
+            self.model_results.extend(result_digest(r) for r in results)
             self.turn_call_steps += 1
             info["calls"] = [c.text for c in calls]
             info["results"] = results
@@ -291,7 +294,7 @@ class BFCLEnv:
             return
         check = state_checker(self.backends.instances, self.reference.instances)
         if check["valid"]:
-            check = response_checker(self.model_results, gt_results, self.turn)
+            check = response_checker(self.model_results, [result_digest(r) for r in gt_results], self.turn)
         if not check["valid"]:
             self.failure = {k: check[k] for k in ("valid", "error_type", "error_message")}
 
@@ -301,6 +304,11 @@ class BFCLEnv:
 
 
 # -------------------------------------------------------------------------------------- scripted player
+
+
+def result_digest(result: str) -> str:
+    """A call result as BFCL's response check needs it: equal results, equal digests (SHA-256 of its UTF-8)."""
+    return hashlib.sha256(result.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def ground_truth_replies(task: Task, ground_truth: list[list[str]] | None = None) -> list[str]:

@@ -8,6 +8,13 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from helpers.envs.base import oversized
+
+# At most this many syntax-tree nodes in one reply (the longest ground-truth turn has a few hundred): the parsed
+# tree, and the arguments sent to the worker, stay small whatever the reply (`[ls(a=[0, 0, ...])]` with 3 M
+# elements cost the kit's process 2.8 GB and ran).
+MAX_NODES = 10_000
+
 _CALL_START = re.compile(r"\[|[A-Za-z_][\w.]*\(")  # a reply that starts like this is meant as a call list
 _FENCE = re.compile(r"^```(?:python|py)?\s*\n?(.*?)\n?\s*```$", re.DOTALL)
 
@@ -27,8 +34,12 @@ def parse_calls(text: str, available: set[str] | frozenset[str]) -> tuple[list[C
 
     `[]` or a reply that does not start like a call list (plain text to the user) means no calls: ([], "").
     A reply that starts with `[` or `name(` must parse as a list of calls of names in `available` whose
-    arguments are literals; otherwise nothing in it may run.
+    arguments are literals; otherwise nothing in it may run. A reply over `MAX_REPLY_BYTES` is refused before
+    parsing, and one whose tree has more than `MAX_NODES` nodes before any call is read.
     """
+    too_long = oversized(text)
+    if too_long:
+        return None, too_long
     s = text.strip()
     fenced = _FENCE.match(s)
     if fenced:
@@ -42,6 +53,12 @@ def parse_calls(text: str, available: set[str] | frozenset[str]) -> tuple[list[C
         tree = ast.parse(source, mode="eval").body
         if not isinstance(tree, ast.List):
             return None, "the reply is not a list of calls"
+        nodes = sum(1 for _ in zip(ast.walk(tree), range(MAX_NODES + 1), strict=False))
+        if nodes > MAX_NODES:
+            return (
+                None,
+                f"the reply has more than {MAX_NODES} syntax-tree nodes (values, names, brackets); nothing was run",
+            )
         calls = []
         for k, node in enumerate(tree.elts):
             call, why = _parse_call(node, available)

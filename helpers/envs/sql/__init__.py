@@ -15,7 +15,9 @@ few schema PRAGMAs such as `table_info`) and so refuses writes, ATTACH (also `VA
 PRAGMA writes; and a limit of zero attached databases. Every query has a time limit enforced by a progress handler
 (a runaway recursive CTE or a huge join is stopped; fetching is covered too), counted in CPU time of the thread
 running it so that a busy machine changes no reward (a wall-clock stall guard 30 times as large only stops a query
-on a starved machine, and says so), a row cap and a byte cap (`max_result_bytes`, the text and blob lengths kept;
+on a starved machine, and says so); the model's queries run in a query worker process (`engine.QueryWorker`,
+`worker.py`) under a kernel CPU-time limit of 2 x the limit + 0.5 s, which ends the straight-line work inside one
+row that SQLite never interrupts (issue 52: 2400 `instr()` calls in one row ran 46 s); a row cap and a byte cap (`max_result_bytes`, the text and blob lengths kept;
 rows beyond either are dropped and the observation says so); values are capped at `SQLITE_LIMIT_LENGTH`. The reward
 step compares only what the caps kept, so it is bounded as well (`SELECT zeroblob(1000000) FROM city LIMIT 300`
 keeps 4 rows). Refusals are ordinary error observations.
@@ -36,7 +38,9 @@ battle_death (2) and the train split the 13 on the other 6 databases; both are n
 A larger task list on the same databases: on a networked box, fetch InterCode's `data/sql/spider/ic_spider_dev.json`
 (princeton-nlp/intercode) or Spider's `dev.json`, build a task file with `write_task_file(questions, path)` into a
 folder of your choice (not inside this package; nothing fetched is bundled) and load it with
-`load_tasks(split, tasks_file=path)`. It keeps the questions whose answer the dump's data supports (the gold query
+`load_tasks(split, tasks_file=path)`; a profile or `-p` naming it (`env.extra.intercode_sql.tasks_file`) must put it
+in one of the kit's data folders (`data/`, the results folder, or a folder listed in `$KIT_DATA`;
+`config.data_roots()`), any other path is refused. It keeps the questions whose answer the dump's data supports (the gold query
 runs on SQLite, reads no empty table and returns rows; an empty answer would reward any empty query). Some Spider
 questions fail that rule because SQLite compares strings exactly where InterCode's MySQL collation ignores case and
 trailing spaces, and all of wta_1's fail it. `source="hub"` (networked box) loads Spider's own SQLite files and its

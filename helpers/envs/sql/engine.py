@@ -5,7 +5,13 @@ a result becomes. See the package doc (`helpers.envs.sql`) for why each guard is
 from __future__ import annotations
 
 import math
+import os
+import pickle
+import signal
 import sqlite3
+import subprocess
+import sys
+import threading
 import time
 import warnings
 from dataclasses import dataclass
@@ -13,6 +19,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from helpers.envs.base import stall_guard_s
+from helpers.sandbox.wire import LENGTH, FrameReader, frame
 
 SAFE_PRAGMAS = frozenset(
     {"table_info", "table_xinfo", "table_list", "index_list", "index_info", "index_xinfo", "foreign_key_list"}
@@ -35,6 +42,11 @@ MAX_VALUE_BYTES = (
     65_536  # SQLITE_LIMIT_LENGTH: the longest string or blob a query may make (the databases: 60)
 )
 MAX_COLUMNS = 200  # SQLITE_LIMIT_COLUMN: the most columns a result may have (the databases' widest table: 50)
+WORKER_MODULE = "helpers.envs.sql.worker"
+# An isolated query (`ReadOnlyDatabase(isolated=True)`) runs in the worker under a kernel CPU-time limit of
+# HARD_FACTOR x its time limit + HARD_EXTRA_S: the progress handler stops it at its limit wherever SQLite reaches the
+# handler; the kernel's limit ends what the handler cannot reach (one row of straight-line work).
+HARD_FACTOR, HARD_EXTRA_S = 2.0, 0.5
 
 
 @dataclass
@@ -74,7 +86,10 @@ class ReadOnlyDatabase:
         max_value_bytes: int = MAX_VALUE_BYTES,
         max_result_bytes: int = 4 << 20,
         max_columns: int = MAX_COLUMNS,
+        isolated: bool = False,
     ):
+        """`isolated`: run each query `run` is given (not the kit's own: `trusted=True`) in the query worker, ended
+        from outside at `HARD_FACTOR` x its limit of CPU time whatever it does (see `QueryWorker`)."""
         if time_limit_s <= 0 or row_cap < 1 or max_result_bytes < 1:
             raise ValueError(
                 f"time_limit_s={time_limit_s} must be > 0, row_cap={row_cap} and "
@@ -86,6 +101,14 @@ class ReadOnlyDatabase:
         self.time_limit_s = float(time_limit_s)
         self.row_cap = int(row_cap)
         self.max_result_bytes = int(max_result_bytes)
+        self.isolated = bool(isolated)
+        self.settings = {
+            "time_limit_s": self.time_limit_s,
+            "row_cap": self.row_cap,
+            "max_value_bytes": int(max_value_bytes),
+            "max_result_bytes": self.max_result_bytes,
+            "max_columns": int(max_columns),
+        }
         self.con = sqlite3.connect(
             f"file:{quote(str(self.path.resolve()))}?mode=ro",
             uri=True,
@@ -138,10 +161,13 @@ class ReadOnlyDatabase:
             self._stopped_by = "stall"
         return int(self._stopped_by is not None)
 
-    def run(self, sql: str, time_limit_s: float | None = None) -> QueryResult:
-        """Run one statement; never raises for a bad query (the error is in the result)."""
-        self._refusal, self._reads = None, set()
+    def run(self, sql: str, time_limit_s: float | None = None, trusted: bool = False) -> QueryResult:
+        """Run one statement; never raises for a bad query (the error is in the result). With `isolated`, a query
+        not `trusted` (the model's) runs in the query worker."""
         limit = self.time_limit_s if time_limit_s is None else float(time_limit_s)
+        if self.isolated and not trusted:
+            return QUERY_WORKER.run(str(self.path.resolve()), self.settings, sql, limit)
+        self._refusal, self._reads = None, set()
         start, cpu_start = time.monotonic(), time.thread_time()
         self._cpu_deadline, self._wall_deadline = cpu_start + limit, start + stall_guard_s(limit)
         self._stopped_by = None
@@ -199,16 +225,99 @@ class ReadOnlyDatabase:
     def schema(self) -> dict[str, list[str]]:
         """Table -> column names, in the database's order (sqlite_* internal tables left out)."""
         names = self.run(
-            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY rowid"
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY rowid",
+            trusted=True,
         )
         out = {}
         for (name,) in names.rows or []:
-            info = self.run(f"PRAGMA table_info(`{name}`)")
+            info = self.run(f"PRAGMA table_info(`{name}`)", trusted=True)
             out[name] = [row[1] for row in info.rows or []]
         return out
 
     def close(self) -> None:
         self.con.close()
+
+
+class QueryWorker:
+    """One process per kit process (`worker.py`) that runs the model's queries, each under a kernel CPU-time limit
+    (`HARD_FACTOR` x the query's limit + `HARD_EXTRA_S`); killed and restarted when a query overruns it or the
+    wall-clock stall guard. Queries from several threads take turns."""
+
+    def __init__(self) -> None:
+        self.proc: subprocess.Popen | None = None
+        self.reader: FrameReader | None = None
+        self.lock = threading.Lock()
+
+    def _start(self) -> None:
+        root = str(Path(__file__).resolve().parents[3])  # the kit's root, also where it is not pip-installed
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")} | {"PYTHONPATH": root}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-s", "-P", "-m", WORKER_MODULE],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,
+        )
+        self.reader = FrameReader(self.proc.stdout.fileno(), LENGTH)
+        ready = self.reader.read(time.monotonic() + 120)
+        if ready is None or pickle.loads(ready) != "ready":
+            self.stop()
+            raise RuntimeError(f"intercode_sql: the query worker did not start (python -m {WORKER_MODULE})")
+
+    def stop(self) -> None:
+        """End the worker (a later query starts a fresh one)."""
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+            self.reader.close()
+            for stream in (self.proc.stdin, self.proc.stdout):
+                stream.close()
+            self.proc = self.reader = None
+
+    def run(self, path: str, settings: dict, sql: str, limit: float) -> QueryResult:
+        """`sql` on the database at `path` (opened with `settings`) in the worker; a QueryResult whatever happens."""
+        hard = HARD_FACTOR * limit + HARD_EXTRA_S
+        guard = stall_guard_s(limit) + 10.0  # beyond the worker's own stall guard, which answers first
+        with self.lock:
+            if self.proc is None:
+                self._start()
+            start = time.monotonic()
+            data = None
+            try:
+                self.proc.stdin.write(frame(pickle.dumps((path, settings, sql, limit, hard)), LENGTH))
+                self.proc.stdin.flush()
+            except OSError:
+                pass  # the worker is gone; its exit status says why
+            else:
+                data = self.reader.read(time.monotonic() + guard)
+            if data is not None:
+                return pickle.loads(data)
+            stalled = not self.reader.eof
+            if stalled:
+                self.stop()
+                code = None
+            else:
+                code = self.proc.wait()
+                self.stop()
+        seconds = time.monotonic() - start
+        if stalled:
+            msg = (
+                f"query stopped by the stall guard: no result within {guard:g} s of wall-clock time (the machine "
+                f"is too busy; the query's own limit is {limit:g} s of CPU time)"
+            )
+            warnings.warn(f"{Path(path).name}: {msg}", RuntimeWarning, stacklevel=3)
+            return QueryResult(None, [], error=msg, stalled=True, seconds=seconds)
+        if code == -signal.SIGPROF:
+            msg = (
+                f"query stopped: it ran past the {limit:g} s time limit (CPU time; one step of it could not be "
+                f"interrupted, so it was ended at {hard:g} s)"
+            )
+            return QueryResult(None, [], error=msg, timed_out=True, seconds=seconds, cpu_seconds=hard)
+        return QueryResult(None, [], error=f"the query worker ended during the query (exit status {code})")
+
+
+QUERY_WORKER = QueryWorker()
 
 
 def _row_bytes(row: tuple) -> int:
@@ -256,7 +365,7 @@ def gold_result(db: ReadOnlyDatabase, gold: str) -> list[tuple]:
     """The gold query's rows (cached per database file and query); a failing gold query is an error in the task."""
     key = (str(db.path), gold)
     if key not in _GOLD_CACHE:
-        res = db.run(gold, time_limit_s=max(10.0, db.time_limit_s))
+        res = db.run(gold, time_limit_s=max(10.0, db.time_limit_s), trusted=True)
         if res.error is not None or res.rows is None:
             raise RuntimeError(
                 f"gold query fails on {db.path.name}: {res.error or 'no result set'}: {gold[:200]}"

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from helpers.budget import statement
-from helpers.envs.base import StepResult, Task, check_split, seeded_subset
+from helpers.envs.base import StepResult, Task, check_split, oversized, seeded_subset
 from helpers.envs.sql.data import TEST_DBS, dump_databases, hub_databases, split_records
 from helpers.envs.sql.engine import ReadOnlyDatabase, gold_result, render_result
 from helpers.envs.sql.reward import intercode_reward
@@ -27,8 +27,11 @@ def parse_action(text: str) -> tuple[str | None, str]:
     """The SQL (or 'submit') in a reply: the last ```sql block if there is one, else the whole reply.
 
     Returns (None, why) for an empty reply. `submit` is recognised case-insensitively, with or without a
-    trailing semicolon, alone in the reply or in the block.
+    trailing semicolon, alone in the reply or in the block. A reply over `MAX_REPLY_BYTES` is refused unread.
     """
+    too_long = oversized(text)
+    if too_long:
+        return None, too_long
     blocks = _FENCE.findall(text)
     sql = (blocks[-1] if blocks else text).strip()
     if not sql:
@@ -136,8 +139,8 @@ class SQLEnv:
         if self.db is None or self.db.path != path:
             if self.db is not None:
                 self.db.close()
-            self.db = ReadOnlyDatabase(
-                path, self.time_limit_s, self.row_cap, max_result_bytes=self.max_result_bytes
+            self.db = ReadOnlyDatabase(  # the model's queries run in the query worker, ended from outside
+                path, self.time_limit_s, self.row_cap, max_result_bytes=self.max_result_bytes, isolated=True
             )
         self.task = task
         self.gold = gold_result(self.db, task.payload["gold"])

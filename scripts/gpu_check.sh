@@ -17,7 +17,7 @@
 # pytest, trl, datasets); without vllm the vLLM parts are skipped and the summary says so. vLLM engines are built
 # with enforce_eager=True (KIT_VLLM_ENFORCE_EAGER=1): no compilation or CUDA-graph capture inside the budget.
 #
-#   scripts/gpu_check.sh                      # from anywhere; uses .venv/bin/python if present, else python
+#   scripts/gpu_check.sh                      # from anywhere; uses .venv/bin/python if present, else python3 (python)
 #   scripts/gpu_check.sh --no-vllm            # the HF-backend and TRL parts only (even where vllm is installed)
 #   scripts/gpu_check.sh --steps base,gpu_tests,rl_loop_hf,trl_hf --out results/gpu-check
 #   scripts/gpu_check.sh --qwen3              # the default steps, then qwen3_4b (if Qwen3-4B is cached)
@@ -44,7 +44,7 @@ PY=$(abs "${PY:-}")
 cd "$(dirname "$0")/.."
 REPO=$(pwd)
 if [ -z "$PY" ]; then
-  if [ -x .venv/bin/python ]; then PY=.venv/bin/python; else PY=python; fi
+  if [ -x .venv/bin/python ]; then PY=.venv/bin/python; elif command -v python3 >/dev/null; then PY=python3; else PY=python; fi
 fi
 
 ALL_STEPS=(base gpu_tests rl_loop_hf trl_hf benchmark rl_loop_vllm trl_vllm qwen3_4b)
@@ -143,6 +143,7 @@ fi
 
 if ! "$PY" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"; then
   echo "gpu_check: no CUDA device visible to $PY (torch.cuda.is_available() is False); nothing to check."
+  "$PY" scripts/gpu_preflight.py --why-no-cuda  # torch's CUDA build, the driver, the cause and the ways out
   exit 2
 fi
 DEVICE=$("$PY" -c "import torch; print(torch.cuda.get_device_name(0))")

@@ -21,9 +21,17 @@ PLANT = 0.7  # log-prob the stand-in engine adds on planted tokens (ratio exp(-0
 
 def tiny_model() -> torch.nn.Module:
     torch.manual_seed(0)
-    cfg = Qwen3Config(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                      num_attention_heads=2, num_key_value_heads=1, head_dim=16, max_position_embeddings=128,
-                      tie_word_embeddings=True)  # fmt: skip
+    cfg = Qwen3Config(
+        vocab_size=VOCAB,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=16,
+        max_position_embeddings=128,
+        tie_word_embeddings=True,
+    )
     return Qwen3ForCausalLM(cfg).eval()
 
 
@@ -35,8 +43,20 @@ def trajectories(model, plant: set[tuple[int, int]] = frozenset()) -> list[Traje
     for i, n in enumerate((14, 18, 11, 20)):
         ids = [1, 2, 3, 4, *rng.integers(5, VOCAB, n - 4).tolist()]
         gen = [0] * 4 + [int(k % 3 != 0) for k in range(n - 4)]  # observations between the generated tokens
-        t = Trajectory(task_id=f"t{i // 2}", env="frozenlake", model="m", budget=4, t_max=4, seed=0, sample=i % 2,
-                       token_ids=ids, gen_mask=gen, prompt_len=4, group=f"g{i // 2}", reward=float(i % 2))  # fmt: skip
+        t = Trajectory(
+            task_id=f"t{i // 2}",
+            env="frozenlake",
+            model="m",
+            budget=4,
+            t_max=4,
+            seed=0,
+            sample=i % 2,
+            token_ids=ids,
+            gen_mask=gen,
+            prompt_len=4,
+            group=f"g{i // 2}",
+            reward=float(i % 2),
+        )
         trajs.append(t)
     ids, attn, _ = pad_batch([t.token_ids for t in trajs], [t.gen_mask for t in trajs], 0)
     with torch.no_grad():
@@ -50,8 +70,14 @@ def trajectories(model, plant: set[tuple[int, int]] = frozenset()) -> list[Traje
 
 
 def cfg_for(dtype: str = "float32", **kw):
-    over = dict(model__dtype=dtype, train__micro_batch_size=1, train__minibatch_size=2, train__ppo_epochs=2,
-                train__lr=1e-3, train__algorithm="grpo")  # fmt: skip
+    over = dict(
+        model__dtype=dtype,
+        train__micro_batch_size=1,
+        train__minibatch_size=2,
+        train__ppo_epochs=2,
+        train__lr=1e-3,
+        train__algorithm="grpo",
+    )
     return config.load("smoke", **{**over, **kw})
 
 

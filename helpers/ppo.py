@@ -94,7 +94,7 @@ def _rows(per_traj: list[torch.Tensor], rows, lengths: np.ndarray, width: int, d
 
 def ppo_update(model, ref_model, opt, trajs, cfg: Config, rng: np.random.Generator, critic=None, critic_opt=None,
                tasks: dict | None = None, seed: int = 0, update_actor: bool = True,
-               recompute_old: bool | None = None) -> dict:  # fmt: skip
+               recompute_old: bool | None = None, offload=None) -> dict:  # fmt: skip
     """Advantages (`train.algorithm`), then PPO epochs over minibatches (gradient accumulation over micro-batches).
 
     Within a minibatch the trajectories are sorted by length before they are cut into micro-batches, and each
@@ -112,7 +112,10 @@ def ppo_update(model, ref_model, opt, trajs, cfg: Config, rng: np.random.Generat
     mismatch (`engine_logp_delta_mean`, `engine_logp_delta_max`, `engine_clip_frac`) and the first minibatch's
     largest |ratio - 1| is logged as `first_ratio_dev`. Otherwise the engine's log-probs are the old ones.
     After the last optimiser step the gradients are freed (`zero_grad(set_to_none=True)`): the rollout that follows
-    has that memory (a float32 copy of the weights).
+    has that memory (a float32 copy of the weights). `offload` (`helpers.offload.Offload`, from the memory plan)
+    brings the reference to the GPU only while it scores the batch and AdamW's state back before the first step;
+    with gradient checkpointing on (`model.is_gradient_checkpointing`) the update's forward passes run without the
+    shared-prefix cache, which checkpointing cannot keep.
     """
     c = cfg.train
     est = process.estimator(c.algorithm)
@@ -123,6 +126,8 @@ def ppo_update(model, ref_model, opt, trajs, cfg: Config, rng: np.random.Generat
     lengths = np.array([len(t.token_ids) for t in trajs])
     by_length = np.argsort(lengths, kind="stable")
     ref: dict[int, torch.Tensor] = {}  # reference log-probs per trajectory, from the frozen base
+    if offload is not None and update_actor:
+        offload.reference_in()
     with torch.no_grad():
         for start in range(0, len(trajs), c.micro_batch_size) if update_actor else ():
             rows = by_length[start : start + c.micro_batch_size]
@@ -134,6 +139,11 @@ def ppo_update(model, ref_model, opt, trajs, cfg: Config, rng: np.random.Generat
     old_lp, mismatch = None, {}
     if recompute and update_actor:
         old_lp, mismatch = _old_logprobs(model, trajs, by_length, lengths, cfg, dev)
+    if offload is not None:
+        if update_actor:
+            offload.reference_out()
+        offload.optimizer_in()
+    checkpointing = bool(getattr(model, "is_gradient_checkpointing", False))
 
     per_token, returns, values, extra = None, None, None, {}
     if est.critic:
@@ -166,7 +176,8 @@ def ppo_update(model, ref_model, opt, trajs, cfg: Config, rng: np.random.Generat
                 for j, r in enumerate(rows):
                     ref_lp[j, : lengths[r] - 1] = ref[int(r)]
                 with models.autocast(dev, cfg.model.dtype):  # float32 weights, model.dtype compute
-                    logp, logits = token_logprobs(model, ids, attn, shared_prefix=_shared(trajs, rows))
+                    prefix = 0 if checkpointing else _shared(trajs, rows)
+                    logp, logits = token_logprobs(model, ids, attn, shared_prefix=prefix)
                 mask = gen[:, 1:]
                 if per_token is None:  # GRPO: one advantage per trajectory
                     a_tok = algos.broadcast(adv[torch.as_tensor(rows, device=dev)], mask)

@@ -27,9 +27,9 @@
 #
 # Environment: PY (the interpreter), GPU_CHECK_BUDGET (seconds for steps 1-7; default: the sum of the selected steps'
 # limits, and never less), GPU_CHECK_WHEELHOUSE, GPU_CHECK_SITE (the private install folder), GPU_CHECK_OUT (= --out).
-# Exit status: 0 every step passed, vLLM included; 1 a step failed; 2 no CUDA device or bad arguments; 3-5 the
-# preflight failed (3 packages missing and not installable, 4 an import failed, 5 torch missing, or vllm with
-# --vllm); 6 every step that ran passed but the vLLM steps were skipped (vllm not installed, or --no-vllm: the
+# Exit status: 0 every step passed, vLLM included; 1 a step failed; 2 no CUDA device (after the preflight's
+# --why-no-cuda: torch's CUDA build, the driver, the cause) or bad arguments; 3-5 the preflight failed (3 packages
+# missing and not installable, 4 an import failed, 5 torch missing, vllm with --vllm, or Python older than 3.11); 6 every step that ran passed but the vLLM steps were skipped (vllm not installed, or --no-vllm: the
 # gpu/paper profiles' default backend was not checked); 8 nothing failed but a TRL step had no learning signal
 # (every task group of every rollout batch had one reward: nothing had to move; run it again). When several hold,
 # a failure (1) wins over no signal (8), which wins over vLLM skipped (6); the summary's last line states every one

@@ -476,3 +476,25 @@ def test_the_gpu_tests_collect_and_run_without_pytest_xdist():
     )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert "passed" in out.stdout and "deselected" in out.stdout
+
+
+def test_the_readme_the_docs_and_the_script_agree_on_the_limits_and_the_wheelhouse():
+    """Issue 48: the README said 7 and 16 minutes and a 62 MiB wheelhouse where the script and docs/gpu.md said 9 and
+    20 and 105.6 MiB. The totals come from `--plan`; the wheelhouse size from docs/gpu.md's build record."""
+    without, with_vllm = (sum(_plan(arg)[2].values()) for arg in ("--no-vllm", "--vllm"))
+    readme = (REPO / "README.md").read_text()
+    docs = (REPO / "docs" / "gpu.md").read_text()
+    header = GPU_CHECK.read_text()
+    assert (
+        f"to {without // 60} minutes ({without} s) without vLLM and {with_vllm // 60} ({with_vllm} s) with it"
+        in (" ".join(readme.split()))
+    )
+    assert f"{without} s ({without // 60} min) / {with_vllm} s ({with_vllm // 60} min)" in docs
+    assert (
+        f"add up to {without} s, {without // 60} minutes, without vLLM and {with_vllm} s with it"
+        in " ".join(header.split()).replace("# ", "")
+    )
+    built = re.search(
+        r"Built \d{4}-\d\d-\d\d for CPython 3\.11 on Linux x86_64: \d+ wheels, ([\d.]+) MiB", docs
+    )
+    assert built and f"from a {built.group(1)} MiB wheelhouse" in " ".join(readme.split())

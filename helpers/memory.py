@@ -30,51 +30,30 @@ from typing import Any
 
 GIB = 1024**3
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
-OVERHEAD = (
-    2 * GIB
-)  # CUDA context, cuBLAS workspaces and the allocator's fragmentation: an allowance, not measured
+# CUDA context, cuBLAS workspaces and the allocator's fragmentation: an allowance, not measured
+OVERHEAD = 2 * GIB
+
+
+def _qwen3(hidden: int, layers: int, intermediate: int, heads: int, tied: bool) -> dict[str, Any]:
+    """A Qwen3 config.json's sizes (8 KV heads of 128, the 151,936-token vocabulary)."""
+    return dict(
+        hidden_size=hidden,
+        num_hidden_layers=layers,
+        intermediate_size=intermediate,
+        num_attention_heads=heads,
+        num_key_value_heads=8,
+        head_dim=128,
+        vocab_size=151936,
+        tie_word_embeddings=tied,
+    )
+
+
 # Qwen3's published configs (config.json on the hub), for planning on a machine without the model in its cache
 KNOWN: dict[str, dict[str, Any]] = {
-    "Qwen/Qwen3-0.6B": dict(
-        hidden_size=1024,
-        num_hidden_layers=28,
-        intermediate_size=3072,
-        num_attention_heads=16,
-        num_key_value_heads=8,
-        head_dim=128,
-        vocab_size=151936,
-        tie_word_embeddings=True,
-    ),
-    "Qwen/Qwen3-1.7B": dict(
-        hidden_size=2048,
-        num_hidden_layers=28,
-        intermediate_size=6144,
-        num_attention_heads=16,
-        num_key_value_heads=8,
-        head_dim=128,
-        vocab_size=151936,
-        tie_word_embeddings=True,
-    ),
-    "Qwen/Qwen3-4B": dict(
-        hidden_size=2560,
-        num_hidden_layers=36,
-        intermediate_size=9728,
-        num_attention_heads=32,
-        num_key_value_heads=8,
-        head_dim=128,
-        vocab_size=151936,
-        tie_word_embeddings=True,
-    ),
-    "Qwen/Qwen3-8B": dict(
-        hidden_size=4096,
-        num_hidden_layers=36,
-        intermediate_size=12288,
-        num_attention_heads=32,
-        num_key_value_heads=8,
-        head_dim=128,
-        vocab_size=151936,
-        tie_word_embeddings=False,
-    ),
+    "Qwen/Qwen3-0.6B": _qwen3(1024, 28, 3072, 16, tied=True),
+    "Qwen/Qwen3-1.7B": _qwen3(2048, 28, 6144, 16, tied=True),
+    "Qwen/Qwen3-4B": _qwen3(2560, 36, 9728, 32, tied=True),
+    "Qwen/Qwen3-8B": _qwen3(4096, 36, 12288, 32, tied=False),
 }
 
 

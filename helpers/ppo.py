@@ -69,9 +69,8 @@ def _old_logprobs(model, trajs, by_length, lengths, cfg: Config, dev) -> tuple[d
     delta = torch.cat(deltas) if deltas else torch.zeros(0)
     if not delta.numel():
         return old, {"engine_logp_delta_mean": None, "engine_logp_delta_max": None, "engine_clip_frac": None}
-    past = (
-        (-delta).exp() - 1
-    ).abs() > c.clip_ratio  # the engine's ratio exp(logp - engine_logp) at the start
+    # the engine's ratio exp(logp - engine_logp) at the first minibatch, past the clip
+    past = ((-delta).exp() - 1).abs() > c.clip_ratio
     return old, {
         "engine_logp_delta_mean": float(delta.abs().mean()),
         "engine_logp_delta_max": float(delta.abs().max()),
@@ -207,9 +206,8 @@ def ppo_update(model, ref_model, opt, trajs, cfg: Config, rng: np.random.Generat
                 _critic_step(
                     critic, critic_opt, trajs, mini, lengths, values, returns, n_tokens, cfg, dev, stats
                 )
-    opt.zero_grad(
-        set_to_none=True
-    )  # free the last step's gradients before the rollout (a float32 model's worth)
+    # free the last step's gradients before the rollout (a float32 model's worth)
+    opt.zero_grad(set_to_none=True)
     if critic_opt is not None:
         critic_opt.zero_grad(set_to_none=True)
     model.eval()

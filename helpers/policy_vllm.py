@@ -194,6 +194,13 @@ class VLLMPolicy(Closing):
         if not todo:
             return results
         full = [list(prompt_token_ids[i]) + list(continuation_token_ids[i]) for i in todo]
+        longest = max(len(f) for f in full)
+        if self.max_context is not None and longest + 1 > self.max_context:
+            raise ValueError(
+                f"score(): a sequence of {longest} tokens does not fit this engine: vLLM needs the prompt plus one "
+                f"output token within max_model_len ({self.max_context}); raise model.max_model_len to at least "
+                f"{longest + 1} (the kit's rollouts on an engine of the same max_model_len always fit)"
+            )
         outs = self.llm.generate([{"prompt_token_ids": f} for f in full], params, use_tqdm=False)
         for i, f, out in zip(todo, full, outs, strict=True):
             start = len(prompt_token_ids[i])  # entry j holds log p(f[j] | f[:j]); entry 0 is None

@@ -294,16 +294,25 @@ def continue_from(
     return trajs
 
 
+# Tokens a policy with a `max_context` keeps free beyond a whole turn: the end-of-turn token the kit appends to a reply
+# cut off at max_new_tokens, and the one output token vLLM needs room for when the trajectory is scored (a prompt plus
+# its requested tokens must fit max_model_len: `VLLMPolicy.score` asks for one).
+CONTEXT_RESERVE = 2
+
+
 def _lock_step(policy, chat, trajs, envs, sampling, seed, step_quality) -> None:
     """The lock-step loop: one batched generation over the live trajectories per turn, then every env steps.
 
     A policy with a `max_context` (tokens the engine holds: prompt plus generation) gets only conversations with room
-    for a whole turn (`sampling.max_new_tokens`); the others end before that turn with `context_full` set."""
+    for a whole turn (`sampling.max_new_tokens`) and `CONTEXT_RESERVE` more; the others end before that turn with
+    `context_full` set and without the observation that followed their last action (never acted on), so every
+    trajectory it makes can be scored by an engine of the same `max_model_len` (issue 48)."""
     live = list(range(len(trajs)))
     limit = getattr(policy, "max_context", None)
+    turn_end: dict[int, int] = {}  # tokens of each trajectory up to its last action (before its observation)
     if limit is not None:
         for tr in trajs:
-            if len(tr.token_ids) + sampling.max_new_tokens > limit:
+            if len(tr.token_ids) + sampling.max_new_tokens + CONTEXT_RESERVE > limit:
                 raise ValueError(
                     f"the opening prompt of {tr.task_id} is {len(tr.token_ids)} tokens: with max_new_tokens "
                     f"{sampling.max_new_tokens} it does not fit max_context {limit} (model.max_model_len)"
@@ -312,8 +321,12 @@ def _lock_step(policy, chat, trajs, envs, sampling, seed, step_quality) -> None:
     while live:
         if limit is not None:
             for i in live:
-                if len(trajs[i].token_ids) + sampling.max_new_tokens > limit:
-                    trajs[i].context_full = True
+                tr = trajs[i]
+                if len(tr.token_ids) + sampling.max_new_tokens + CONTEXT_RESERVE > limit:
+                    tr.context_full = True
+                    if i in turn_end:  # drop the trailing observation
+                        cut = turn_end[i]
+                        del tr.token_ids[cut:], tr.gen_mask[cut:], tr.logprobs[cut:]
             live = [i for i in live if not trajs[i].context_full]
             if not live:
                 break
@@ -350,6 +363,7 @@ def _lock_step(policy, chat, trajs, envs, sampling, seed, step_quality) -> None:
                 ended = result.success or result.info.get("terminated") or result.info.get("submitted")
                 tr.exhausted = not ended and tr.start_turn + tr.n_turns >= tr.budget
             else:
+                turn_end[i] = len(tr.token_ids)
                 obs = chat.observation_ids(result.observation)
                 tr.token_ids += obs
                 tr.gen_mask += [0] * len(obs)

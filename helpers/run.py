@@ -64,7 +64,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from helpers import base_model, verify
+from helpers import base_model, memory, verify
 from helpers.config import REPO_ROOT, Config, ConfigError, load
 from helpers.nbtools import kernel_config
 from helpers.progress import batch_environment
@@ -352,8 +352,21 @@ def make_plan(argv: list[str] | None = None) -> Plan:
         paths = planned(cfg, chosen, args.only)
         for path in paths:
             check_parameters(path, {"profile": args.profile, **p})
+        check_memory(cfg, paths)
         out.append(Series(cfg, paths, p))
     return Plan(args.profile, out, args.fresh, args.one_kernel)
+
+
+def check_memory(cfg, paths: list[Path]) -> None:
+    """On a GPU: print the memory plan of each RL run the series' notebooks make, and refuse one that cannot fit
+    (`helpers.memory`) before anything starts, with the numbers and the knob to change. On the CPU: nothing."""
+    gpu = memory.gpu_bytes_of(memory.device_of(cfg))
+    try:
+        lines = memory.check_series(cfg, [path.name[:2] for path in paths], gpu)
+    except memory.MemoryPlanError as e:
+        raise RunError(f"{cfg.env.name}: {e}") from None
+    for line in lines:
+        print(f"{cfg.env.name}: {line}", flush=True)
 
 
 # -------------------------------------------------------------------------------------------- execution

@@ -24,12 +24,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from helpers import base_model, models, parallel, process, store
+from helpers import base_model, memory, models, parallel, process, store
 from helpers.backends import after_update, before_update, rollout_policy_for
 from helpers.budget import BUDGET_MODES, check_mode, step_budgets, task_budgets
 from helpers.config import Config
 from helpers.envs import load_tasks, settings
 from helpers.metrics import crossed_bootstrap
+from helpers.offload import Offload
 from helpers.policy import HFPolicy, Policy, Sampling
 from helpers.ppo import new_critic, ppo_update, rl_reward
 from helpers.probing import ProbeState, dead_states, state_quality
@@ -119,6 +120,8 @@ def _train(cfg: Config, mode: str, seed: int | None, max_steps: int | None, out:
     metrics = store.Records(out / "metrics.jsonl")
     start = resume(out, device, model, opt, critic, critic_opt)
     resume_metrics(metrics, start)
+    moves = offload_for(cfg, base, device, model, opt, ref_model)
+    moves.optimizer_out()  # a resumed run's AdamW state: off the GPU before vLLM takes its share
     # hf: the policy shares `model`; vllm: a colocated engine that is synced after every update (and shut down at
     # the end, so the next run in this process can start its own)
     with rollout_policy_for(cfg, model, tok, name=mode) as policy:
@@ -127,6 +130,7 @@ def _train(cfg: Config, mode: str, seed: int | None, max_steps: int | None, out:
         monitor = load_tasks(cfg.env.name, "train", n=c.eval_tasks, seed=cfg.seed + 29, **settings(cfg))
         sampling = Sampling.from_config(cfg.sampling)
         probes = probe_pool(cfg, HFPolicy(ref_model, tok, name="base"))
+        moves.reference_out()
         watch = Monitor(cfg, monitor, probes, sampling, rs)
 
         tag = {} if est.legacy_layout else {"algorithm": c.algorithm}  # GRPO's logs stay as they were
@@ -146,7 +150,9 @@ def _train(cfg: Config, mode: str, seed: int | None, max_steps: int | None, out:
             t1 = time.time()
             before_update(policy)  # vllm: sleep while the trainer steps
             upd = ppo_update(model, ref_model, opt, trajs, cfg, rng, critic=critic, critic_opt=critic_opt,
-                             tasks=task_index, seed=rs, update_actor=not est.critic or step > c.critic_warmup)  # fmt: skip
+                             tasks=task_index, seed=rs, update_actor=not est.critic or step > c.critic_warmup,
+                             offload=moves if moves.active else None)  # fmt: skip
+            moves.optimizer_out()  # before vLLM takes its share back
             after_update(
                 policy, model
             )  # vllm: wake up and load the new weights; hf: drop the conversation cache
@@ -172,6 +178,19 @@ def _train(cfg: Config, mode: str, seed: int | None, max_steps: int | None, out:
                 save_checkpoint(out, step, model, opt, critic, critic_opt)
     if last == c.steps:
         save_final(final, model, tok)
+
+
+def offload_for(cfg: Config, base, device: str, model, opt, ref_model) -> Offload:
+    """The memory plan of this run on its GPU (`helpers.memory`, printed; a plan that cannot fit raises before
+    training starts) and the moves it asks for: AdamW's state and the reference off the GPU outside the phases that
+    use them, gradient checkpointing in the update. On the CPU: no plan, nothing moves."""
+    p = memory.for_run(cfg, base, gpu_bytes=memory.gpu_bytes_of(device))  # None on the CPU
+    if p is None:
+        return Offload.none()
+    st = p.strategy
+    if st.checkpointing:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    return Offload(device, opt, ref_model, optimizer=st.offload_optimizer, ref=st.offload_reference)
 
 
 def step_stats(

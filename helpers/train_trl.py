@@ -86,6 +86,13 @@ def env_reward(prompts, completions, **kwargs) -> list[float]:
     return [float(r) for r in kwargs[REWARD_KEY]]
 
 
+def weights_asleep(gen) -> bool:
+    """Whether TRL's colocated engine has its weights asleep (to be pushed before a rollout). TRL 1.16 keeps this in
+    the private `VLLMGeneration._llm_weights_sleeping`; a TRL without it counts as asleep, so the weights are pushed
+    (a redundant push costs one copy; a missing one would roll out on discarded weights)."""
+    return bool(getattr(gen, "_llm_weights_sleeping", True))
+
+
 class KitRollout:
     """TRL `rollout_func`: the kit's lock-step multi-turn rollout over the tasks named by the prompts."""
 
@@ -148,7 +155,7 @@ class KitRollout:
             gen = trainer.vllm_generation
             # TRL synced the weights before calling us; with sleep mode it left the engine's KV cache asleep (its own
             # generate() wakes it), so do what its generate() does around the call.
-            if gen.enable_sleep_mode and gen._llm_weights_sleeping:
+            if gen.enable_sleep_mode and weights_asleep(gen):
                 gen.sync_weights()
             if gen.enable_sleep_mode:
                 gen.llm.wake_up(tags=["kv_cache"])

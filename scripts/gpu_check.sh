@@ -17,7 +17,7 @@
 # pytest, trl, datasets); without vllm the vLLM parts are skipped and the summary says so. vLLM engines are built
 # with enforce_eager=True (KIT_VLLM_ENFORCE_EAGER=1): no compilation or CUDA-graph capture inside the budget.
 #
-#   scripts/gpu_check.sh                      # from anywhere; uses .venv/bin/python if present, else python
+#   scripts/gpu_check.sh                      # from anywhere; uses .venv/bin/python if present, else python3 (python)
 #   scripts/gpu_check.sh --no-vllm            # the HF-backend and TRL parts only (even where vllm is installed)
 #   scripts/gpu_check.sh --steps base,gpu_tests,rl_loop_hf,trl_hf --out results/gpu-check
 #   scripts/gpu_check.sh --qwen3              # the default steps, then qwen3_4b (if Qwen3-4B is cached)
@@ -27,9 +27,9 @@
 #
 # Environment: PY (the interpreter), GPU_CHECK_BUDGET (seconds for steps 1-7; default: the sum of the selected steps'
 # limits, and never less), GPU_CHECK_WHEELHOUSE, GPU_CHECK_SITE (the private install folder), GPU_CHECK_OUT (= --out).
-# Exit status: 0 every step passed, vLLM included; 1 a step failed; 2 no CUDA device or bad arguments; 3-5 the
-# preflight failed (3 packages missing and not installable, 4 an import failed, 5 torch missing, or vllm with
-# --vllm); 6 every step that ran passed but the vLLM steps were skipped (vllm not installed, or --no-vllm: the
+# Exit status: 0 every step passed, vLLM included; 1 a step failed; 2 no CUDA device (after the preflight's
+# --why-no-cuda: torch's CUDA build, the driver, the cause) or bad arguments; 3-5 the preflight failed (3 packages
+# missing and not installable, 4 an import failed, 5 torch missing, vllm with --vllm, or Python older than 3.11); 6 every step that ran passed but the vLLM steps were skipped (vllm not installed, or --no-vllm: the
 # gpu/paper profiles' default backend was not checked); 8 nothing failed but a TRL step had no learning signal
 # (every task group of every rollout batch had one reward: nothing had to move; run it again). When several hold,
 # a failure (1) wins over no signal (8), which wins over vLLM skipped (6); the summary's last line states every one
@@ -44,7 +44,7 @@ PY=$(abs "${PY:-}")
 cd "$(dirname "$0")/.."
 REPO=$(pwd)
 if [ -z "$PY" ]; then
-  if [ -x .venv/bin/python ]; then PY=.venv/bin/python; else PY=python; fi
+  if [ -x .venv/bin/python ]; then PY=.venv/bin/python; elif command -v python3 >/dev/null; then PY=python3; else PY=python; fi
 fi
 
 ALL_STEPS=(base gpu_tests rl_loop_hf trl_hf benchmark rl_loop_vllm trl_vllm qwen3_4b)
@@ -143,6 +143,7 @@ fi
 
 if ! "$PY" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"; then
   echo "gpu_check: no CUDA device visible to $PY (torch.cuda.is_available() is False); nothing to check."
+  "$PY" scripts/gpu_preflight.py --why-no-cuda  # torch's CUDA build, the driver, the cause and the ways out
   exit 2
 fi
 DEVICE=$("$PY" -c "import torch; print(torch.cuda.get_device_name(0))")

@@ -18,7 +18,8 @@ R_single tables; a dependency of datasets), pytest (the GPU tests), trl and data
 3. imports what each step imports, with the repo root and the private folder on the path, and names what fails.
 
 It needs only the standard library and pip (>= 22.2 for `--report`). Exit status: 0 ready; 3 packages are missing
-and could not be installed; 4 an import failed; 5 torch is missing (or vllm, with `--vllm require`).
+and could not be installed; 4 an import failed; 5 torch is missing (or vllm, with `--vllm require`), or Python is
+older than 3.11. `--why-no-cuda` prints torch's CUDA build, the driver and the cause when torch sees no GPU.
 
     python scripts/gpu_preflight.py                       # check only
     python scripts/gpu_preflight.py --install             # check, install what is missing, check the imports
@@ -77,6 +78,102 @@ IMPORTS: dict[str, list[str]] = {
 VLLM_IMPORTS = ["from vllm import LLM, SamplingParams"]
 
 EXIT_MISSING, EXIT_IMPORT, EXIT_BOX = 3, 4, 5
+MIN_PYTHON = (3, 11)  # what requirements-gpu.txt was resolved on (vllm 0.31.0 and the kit's pins)
+# The oldest Linux driver branch each CUDA major version of a torch build needs (NVIDIA's CUDA toolkit release
+# notes: CUDA 13.x needs R580 and later, CUDA 12.x R525 and later). PyPI's torch 2.13.0 and vllm 0.31.0 are CUDA 13.0.
+DRIVER_FOR_CUDA = {13: 580, 12: 525, 11: 450}
+
+
+def python_problem(version: tuple[int, ...] = tuple(sys.version_info[:3])) -> str:
+    """Why this Python cannot run the check ('' when it can): requirements-gpu.txt needs Python >= 3.11, and on 3.10
+    pip only says that no version of some package matches."""
+    if tuple(version[:2]) >= MIN_PYTHON:
+        return ""
+    have = ".".join(map(str, version[:3]))
+    return (
+        f"gpu_preflight: Python {have} is too old: the GPU stack (requirements-gpu.txt: vllm 0.31.0, torch 2.13.0) "
+        f"needs Python >= {MIN_PYTHON[0]}.{MIN_PYTHON[1]}. Run the check with a Python 3.11 interpreter: "
+        "PY=/path/to/python3.11 scripts/gpu_check.sh (docs/gpu.md, Set-up)."
+    )
+
+
+def driver_version() -> str | None:
+    """The NVIDIA kernel driver's version ('580.65.06'), from /proc or nvidia-smi; None without a driver."""
+    proc = Path("/proc/driver/nvidia/version")
+    if proc.is_file():
+        m = re.search(r"Kernel Module\s+(?:for \S+\s+)?(\d+\.\d+(?:\.\d+)?)", proc.read_text())
+        if m:
+            return m.group(1)
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    first = out.stdout.strip().splitlines()[:1]
+    return first[0].strip() if out.returncode == 0 and first else None
+
+
+def why_no_cuda(
+    torch_version: str | None, torch_cuda: str | None, driver: str | None, error: str = ""
+) -> list[str]:
+    """Lines that say why torch sees no CUDA device: a CPU-only torch build, no NVIDIA driver, or a driver older than
+    the branch the build's CUDA needs; and the ways out (docs/gpu.md, *When CUDA is not available*)."""
+    lines = [
+        f"  torch {torch_version or 'MISSING'}: "
+        + (f"built for CUDA {torch_cuda}" if torch_cuda else "a CPU-only build (torch.version.cuda is None)"),
+        f"  NVIDIA driver: {driver or 'none found (no /proc/driver/nvidia/version, nvidia-smi absent or failing)'}",
+    ]
+    if error:
+        lines.append(f"  torch says: {error}")
+    if torch_version is None:
+        lines.append("  cause: torch is not installed for this interpreter")
+    elif not torch_cuda:
+        lines.append(
+            "  cause: this torch has no CUDA; install requirements-gpu.txt's torch (a CUDA 13.0 build)"
+        )
+    elif driver is None:
+        lines.append(
+            "  cause: no NVIDIA driver is loaded (a container without --gpus, or a machine without a GPU)"
+        )
+    else:
+        major = int(torch_cuda.split(".")[0])
+        need = DRIVER_FOR_CUDA.get(major)
+        have = int(driver.split(".")[0])
+        if need and have < need:
+            lines.append(f"  cause: torch's CUDA {torch_cuda} needs an R{need}+ driver; this one is R{have}")
+        else:
+            lines.append(
+                f"  the driver (R{have}) is new enough for CUDA {torch_cuda}: check CUDA_VISIBLE_DEVICES "
+                "and the device files (/dev/nvidia*)"
+            )
+    lines.append(
+        "  ways out (docs/gpu.md, When CUDA is not available): a newer driver; NVIDIA's forward-compatibility "
+        "package (cuda-compat, data-centre GPUs); or torch and vllm built for the driver's CUDA (CUDA 12 "
+        "wheels from download.pytorch.org and vLLM's releases)"
+    )
+    return lines
+
+
+def report_no_cuda() -> int:
+    """`--why-no-cuda`: print the torch build, the driver and the cause; exit 0 (a diagnosis, not a check)."""
+    error = ""
+    try:
+        import torch
+
+        version, cuda = torch.__version__, torch.version.cuda
+        try:
+            torch.cuda.init()
+        except Exception as e:  # the driver's own message (too old, no device) when torch gives one
+            error = f"{type(e).__name__}: {e}".strip()[:400]
+    except ImportError:
+        version, cuda = None, None
+    print("gpu_preflight: why torch sees no CUDA device")
+    print("\n".join(why_no_cuda(version, cuda, driver_version(), error)))
+    return 0
 
 
 def canonical(name: str) -> str:
@@ -241,7 +338,18 @@ def main(argv: list[str] | None = None) -> int:
                          "else the package index)")  # fmt: skip
     ap.add_argument("--vllm", choices=("auto", "require", "skip"), default="auto",
                     help="auto: check vLLM's imports when vllm is installed; require: fail without it")  # fmt: skip
+    ap.add_argument(
+        "--why-no-cuda",
+        action="store_true",
+        help="say why torch sees no CUDA device (torch's CUDA build, the driver) and exit",
+    )
     args = ap.parse_args(argv)
+    if args.why_no_cuda:
+        return report_no_cuda()
+    problem = python_problem()
+    if problem:
+        print(problem)
+        return EXIT_BOX
     wheelhouse = args.wheelhouse
     if wheelhouse is None and DEFAULT_WHEELHOUSE.is_dir():
         wheelhouse = DEFAULT_WHEELHOUSE

@@ -152,6 +152,14 @@ SINCE_839D5C0 = {
     "cpu_process/deepcoder": {"config": "db714fd9d547bbb94d34d8665f9693839884f5006e9d9c852cb80a842b52acee", "base": "base-3ba8e4bb9e"},
     "cpu_process/frozenlake": {"config": "f664ea1fec4108aa578563ca12c956e6084c0c079421e47ff092849b6f00247b", "base": "base-3ba8e4bb9e", "env_settings": "6a2fed089833f255314601bb776988afbe398d8440d69c6df1b403b5d1f8c7d1"},
     "cpu_process/intercode_sql": {"config": "7e405553b7df9aa018049778efd61334c3061760abd7fc38b6cacb7a9363060c", "base": "base-3ba8e4bb9e"},
+    # 2026-12-06 (issue 48), the gpu profile fits one 80 GB GPU by its memory plan: train.micro_batch_size 1 (so the
+    # RL recipe's train part), model.max_model_len 6144, notebook 07 without PPO; no base or environment moved. Nothing
+    # has run on the gpu profile, so no result hangs on the old hashes.
+    "gpu/None": {"config": "c1c57aa906768a891f3bc44b99bc979a0fe6509a78edc82587c2aca7a31495ae", "train": "f9a8e3c0fd2b56ea75e753ddc6b1cd15c590cfa25f5e7484322fa574324bc4df"},
+    "gpu/bfcl": {"config": "057eaabc42519de261d7286597fd6df55ddff9eef622b624b379c946ab8e3e87", "train": "f9a8e3c0fd2b56ea75e753ddc6b1cd15c590cfa25f5e7484322fa574324bc4df"},
+    "gpu/deepcoder": {"config": "d64fdee004c06c9c481bc586a02ceea6ea175ecbaa149ecd721639b157274544", "train": "f9a8e3c0fd2b56ea75e753ddc6b1cd15c590cfa25f5e7484322fa574324bc4df"},
+    "gpu/frozenlake": {"config": "f7710309e837f81204acbf341698276712d9389073ba351a155d566944bd0421", "train": "f9a8e3c0fd2b56ea75e753ddc6b1cd15c590cfa25f5e7484322fa574324bc4df"},
+    "gpu/intercode_sql": {"config": "ffab0f4840383b7c3a2dd96f5db53656ee7ce5f28732ad0ef750b45b83c273de", "train": "f9a8e3c0fd2b56ea75e753ddc6b1cd15c590cfa25f5e7484322fa574324bc4df"},
 }  # fmt: skip
 
 

@@ -31,8 +31,9 @@ from helpers.rollout import rollout
 REPO = Path(__file__).resolve().parents[1]
 GREEDY = Sampling(temperature=0.0, top_p=1.0, max_new_tokens=6, seed=0)
 LOGP_ATOL = 2e-3  # float32 on both sides; kernels differ (cuBLAS vs CPU, vLLM's attention), so not bit-exact
-# A tiny Qwen3 whose attention takes the kernels Qwen3-4B's does on a GPU (head_dim 64 and above: FlashAttention in
-# vLLM, not the FlexAttention fallback of head_dim 16), with the smoke base's tokenizer and SFT.
+# A tiny Qwen3 whose attention takes the kernels Qwen3-4B's does on a GPU (bfloat16 and Qwen3's head_dim 64 and up:
+# FlashAttention in vLLM; float32 takes the FlexAttention fallback, as vLLM's FlashAttention backend supports float16
+# and bfloat16 only), with the smoke base's tokenizer and SFT.
 WIDE = dict(model__tiny__hidden_size=256, model__tiny__num_layers=2, model__tiny__num_heads=4, model__tiny__num_kv_heads=2,
             model__tiny__head_dim=64, model__tiny__intermediate_size=512)  # fmt: skip
 # bfloat16 tolerance on a log-prob: |a - b| <= BF16_RTOL * (1 + |log p|). bfloat16 keeps 8 significant bits (unit
@@ -541,6 +542,16 @@ def test_the_trl_rollout_has_trl_push_the_weights_after_a_level_2_sleep():
     with rollout_fn._policy(trainer):
         pass
     assert calls == []
+
+
+def test_a_trl_without_its_private_sleep_flag_still_gets_the_weights_pushed():
+    """`_llm_weights_sleeping` is TRL 1.16's private attribute: a TRL without it counts as asleep, so the rollout has
+    TRL push the weights rather than roll out on weights a level-2 sleep discarded."""
+    from helpers.train_trl import weights_asleep
+
+    assert weights_asleep(types.SimpleNamespace())
+    assert weights_asleep(types.SimpleNamespace(_llm_weights_sleeping=True))
+    assert not weights_asleep(types.SimpleNamespace(_llm_weights_sleeping=False))
 
 
 def test_trl_pushes_the_weights_then_resets_the_prefix_cache():

@@ -345,7 +345,8 @@ case "$args" in
   *find_spec*) exit 0 ;;
   *"gpu_preflight as g"*) echo "$GPU_CHECK_SITE"; exit 0 ;;
   "scripts/gpu_preflight.py --install"*) echo "fake preflight: ready"; exit 0 ;;
-  *cuda.is_available*) exit 0 ;;
+  *cuda.is_available*) [ -z "${FAKE_NO_CUDA:-}" ]; exit $? ;;
+  "scripts/gpu_preflight.py --why-no-cuda") echo "fake why: torch built for CUDA 13.0, driver R570"; exit 0 ;;
   *get_device_name*) echo "Fake GPU"; exit 0 ;;
   *'m.version("vllm")'*) echo "0.0.fake"; exit 0 ;;
   -) cat > /dev/null; echo "{}"; exit 0 ;;
@@ -366,7 +367,7 @@ exit "$rc"
 """
 
 
-def _fake_check(tmp_path: Path, *args: str, rcs: str = "") -> tuple[int, str, list[str]]:
+def _fake_check(tmp_path: Path, *args: str, rcs: str = "", **env_extra: str) -> tuple[int, str, list[str]]:
     """gpu_check.sh run end to end with the fake interpreter: (exit status, its output, the steps that ran)."""
     fake = tmp_path / "python"
     if not fake.exists():
@@ -376,6 +377,7 @@ def _fake_check(tmp_path: Path, *args: str, rcs: str = "") -> tuple[int, str, li
     env.update(
         PY=str(fake), GPU_CHECK_SITE=str(tmp_path / "site-packages"), TMPDIR=str(tmp_path), FAKE_RCS=rcs
     )
+    env.update(env_extra)
     out = run(["bash", GPU_CHECK, *args], env=env)
     text = out.stdout + out.stderr
     assert "unexpected call" not in text, text
@@ -419,3 +421,80 @@ def test_the_exit_status_and_the_verdict_line_state_every_fact(tmp_path):
     assert rc == 1 and "NO-SIGNAL" not in verdict(text) and re.search(r"^rl_loop_hf +FAIL\(8\) ", text, re.M)
     rc, text, ran = _fake_check(tmp_path, "--vllm", "--qwen3", rcs="qwen3_4b=9")
     assert rc == 0 and ran[-1] == "qwen3_4b" and re.search(r"^qwen3_4b +SKIPPED ", text, re.M), text
+
+
+def test_without_cuda_the_check_names_the_torch_build_and_the_driver(tmp_path):
+    """No CUDA device: exit 2 after the preflight's diagnosis (`--why-no-cuda`), and no step runs."""
+    rc, text, ran = _fake_check(tmp_path, "--no-vllm", FAKE_NO_CUDA="1")
+    assert rc == 2 and ran == [] and "no CUDA device visible" in text
+    assert "fake why: torch built for CUDA 13.0, driver R570" in text
+
+
+@pytest.mark.parametrize(
+    ("torch_cuda", "driver", "cause"),
+    [
+        ("13.0", "570.86.15", "torch's CUDA 13.0 needs an R580+ driver; this one is R570"),
+        ("12.8", "570.86.15", "the driver (R570) is new enough for CUDA 12.8"),
+        (None, "580.65.06", "this torch has no CUDA"),
+        ("13.0", None, "no NVIDIA driver is loaded"),
+    ],
+)
+def test_why_no_cuda_names_the_cause_and_the_ways_out(torch_cuda, driver, cause):
+    lines = "\n".join(gpu_preflight.why_no_cuda("2.13.0", torch_cuda, driver))
+    assert cause in lines and "forward-compatibility" in lines and "docs/gpu.md" in lines
+
+
+def test_the_preflight_refuses_python_older_than_3_11():
+    assert gpu_preflight.python_problem((3, 11, 9)) == "" and gpu_preflight.python_problem((3, 12, 0)) == ""
+    problem = gpu_preflight.python_problem((3, 10, 12))
+    assert "Python 3.10.12 is too old" in problem and ">= 3.11" in problem
+
+
+def test_the_gpu_tests_collect_and_run_without_pytest_xdist():
+    """The `gpu_tests` step on a box set up from requirements-gpu.txt, which has no pytest-xdist: conftest gives every
+    test an `xdist_group` marker under `--strict-markers`, so conftest registers it itself (issue 48). Collects
+    tests/test_gpu.py and runs the fast verdict tests with the plugin disabled; `make test` runs with it."""
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:xdist",
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            "-m",
+            "not slow",
+            "tests/test_gpu.py",
+            "tests/test_gpu_check_verdict.py",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert "passed" in out.stdout and "deselected" in out.stdout
+
+
+def test_the_readme_the_docs_and_the_script_agree_on_the_limits_and_the_wheelhouse():
+    """Issue 48: the README said 7 and 16 minutes and a 62 MiB wheelhouse where the script and docs/gpu.md said 9 and
+    20 and 105.6 MiB. The totals come from `--plan`; the wheelhouse size from docs/gpu.md's build record."""
+    without, with_vllm = (sum(_plan(arg)[2].values()) for arg in ("--no-vllm", "--vllm"))
+    readme = (REPO / "README.md").read_text()
+    docs = (REPO / "docs" / "gpu.md").read_text()
+    header = GPU_CHECK.read_text()
+    assert (
+        f"to {without // 60} minutes ({without} s) without vLLM and {with_vllm // 60} ({with_vllm} s) with it"
+        in (" ".join(readme.split()))
+    )
+    assert f"{without} s ({without // 60} min) / {with_vllm} s ({with_vllm // 60} min)" in docs
+    assert (
+        f"add up to {without} s, {without // 60} minutes, without vLLM and {with_vllm} s with it"
+        in " ".join(header.split()).replace("# ", "")
+    )
+    built = re.search(
+        r"Built \d{4}-\d\d-\d\d for CPython 3\.11 on Linux x86_64: \d+ wheels, ([\d.]+) MiB", docs
+    )
+    assert built and f"from a {built.group(1)} MiB wheelhouse" in " ".join(readme.split())

@@ -284,7 +284,9 @@ def test_context_guard_ends_episodes_instead_of_overflowing(tiny_dir, tasks):
             assert start + sampling.max_new_tokens <= pol.max_context  # every generation had room
         if t.context_full:
             assert t.n_turns >= 1 and not t.turns[-1]["done"] and rl_reward(t) == 0.0
-            assert len(t.token_ids) + sampling.max_new_tokens > pol.max_context
+            # it ends with its last action (the observation after it dropped), and fits a scoring request
+            assert len(t.token_ids) == t.turn_spans()[-1][1] + int(t.turns[-1]["truncated"])
+            assert len(t.token_ids) + 1 <= pol.max_context
         assert Trajectory.from_dict(t.to_dict()) == t
     pol.max_context = prompt_len  # not even the opening prompt and one reply fit: a configuration error
     with pytest.raises(ValueError, match="does not fit max_context"):
@@ -308,3 +310,73 @@ def test_budget_line_loss_adds_exactly_the_turns_left_of_later_observations(tiny
     later = [m["content"] for m in transcript[2:] if m["role"] == "user"]
     assert added == [re.findall(r"Turns left: (\d+) of", o)[-1] for o in later]
     assert all(a <= b for a, b in zip(mask, mask_b, strict=True))  # the assistant's tokens stay learned
+
+
+class _LengthCheckedLLM:
+    """Stands in for `vllm.LLM` with its length rule (a prompt plus at least one output token within
+    max_model_len, else ValueError, as vLLM's input processor): replies are a fixed FrozenLake answer, cut at
+    max_tokens or at max_model_len; prompt log-probs are -1 for every token."""
+
+    def __init__(self, max_model_len: int, reply: list[int]):
+        self.max_model_len, self.reply, self.prompt_lengths = max_model_len, reply, []
+
+    def generate(self, prompts, params, use_tqdm=False):
+        from types import SimpleNamespace as NS
+
+        outs = []
+        for p, sp in zip(
+            prompts, params if isinstance(params, list) else [params] * len(prompts), strict=True
+        ):
+            ids = p["prompt_token_ids"]
+            self.prompt_lengths.append(len(ids))
+            if len(ids) + 1 > self.max_model_len:
+                raise ValueError(
+                    f"The decoder prompt (length {len(ids)}) plus the number of requested output tokens (at "
+                    f"least 1) is longer than the maximum model length of {self.max_model_len}"
+                )
+            gen = self.reply[: min(sp.max_tokens, self.max_model_len - len(ids))]
+            lps = [{t: NS(logprob=-1.0)} for t in gen]
+            prompt_lps = [None] + [{t: NS(logprob=-1.0)} for t in ids[1:]]
+            outs.append(NS(outputs=[NS(token_ids=gen, logprobs=lps)], prompt_logprobs=prompt_lps))
+        return outs
+
+
+def test_context_full_trajectories_are_scored_on_an_engine_of_the_same_max_model_len(
+    tiny_dir, tasks, monkeypatch
+):
+    """Issue 48: a context-full trajectory kept its last observation and could reach max_model_len, which vLLM
+    rejects as a scoring prompt (notebook 06 on BFCL / DeepCoder-MT). Through the vLLM backend on a stand-in engine
+    that enforces vLLM's length rule: rollouts reach the limit, and every trajectory is scored without a raise."""
+    import sys
+    import types
+
+    from helpers import likelihood
+    from helpers.policy_vllm import VLLMPolicy
+
+    class SamplingParams:
+        def __init__(self, **kw):
+            self.__dict__.update(kw)
+
+    monkeypatch.setitem(sys.modules, "vllm", types.SimpleNamespace(SamplingParams=SamplingParams))
+    _, tok = models.load(tiny_dir)
+    chat = ChatFormat(tok)
+    reply = [*tok.encode("<answer>Left</answer>", add_special_tokens=False), chat.eos_token_id]
+    prompt_len = len(chat.prompt_ids(fl.FrozenLakeEnv().reset(tasks[0], 6)))
+    for sampling in (
+        Sampling(1.0, 1.0, len(reply)),
+        Sampling(1.0, 1.0, len(reply) - 2),
+    ):  # finished and cut off
+        for room in range(0, 3 * len(reply), 3):
+            limit = prompt_len + sampling.max_new_tokens + 2 + room
+            llm = _LengthCheckedLLM(limit, reply)
+            policy = VLLMPolicy(llm, tok, max_context=limit)
+            trajs = rollout(policy, "frozenlake", tasks[:2], 6, 2, sampling, seed=0)
+            assert trajs and all(t.n_turns >= 1 for t in trajs)
+            scores = likelihood.token_logprobs(policy, trajs)  # one scoring request per trajectory: no raise
+            assert [len(s) for s in scores] == [len(t.token_ids) for t in trajs]
+            assert max(llm.prompt_lengths) + 1 <= limit
+    assert any(t.context_full for t in trajs)
+    with pytest.raises(
+        ValueError, match=r"raise model\.max_model_len"
+    ):  # a longer sequence: the kit's own message
+        VLLMPolicy(_LengthCheckedLLM(8, reply), tok, max_context=8).score([[1] * 4], [[2] * 4])

@@ -133,9 +133,12 @@ def test_rl_train_in_bf16_trains_float32_weights_under_autocast(smoke, monkeypat
     assert result["saved_dtypes"] == ["float32"]
     assert result["unchanged_tensors"] == [] and result["changed_fraction"] > 0.95
     policy_calls = [s for s in seen if s[0]]  # with gradients: the PPO update
-    ref_calls = [s for s in seen if not s[0]]  # without: the frozen reference's log-probs
+    ref_calls = [s for s in seen if not s[0] and s[1] == torch.bfloat16]  # the frozen reference's log-probs
+    # without gradients on the float32 policy: PPO's old log-probs, recomputed under the same autocast (bfloat16
+    # compute differs from the rollout's, helpers.ppo.recompute_old_logprobs)
+    old_calls = [s for s in seen if not s[0] and s[1] != torch.bfloat16]
     assert policy_calls and all(s[1:] == (torch.float32, torch.bfloat16) for s in policy_calls)
-    assert ref_calls and all(s[1] == torch.bfloat16 for s in ref_calls)
+    assert ref_calls and old_calls and all(s[1:] == (torch.float32, torch.bfloat16) for s in old_calls)
 
 
 def test_hf_rollouts_compute_in_the_profiles_dtype(smoke):

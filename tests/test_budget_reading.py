@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from helpers import base_model, budget_control, budget_reading, config, models, scripted, store
+from helpers import base_model, budget_control, budget_curve, budget_reading, config, models, scripted, store
 from helpers.envs import doorway
 from helpers.rollout import ChatFormat
 
@@ -171,3 +171,44 @@ def test_the_supervised_control_on_the_smoke_tier_is_recorded(tmp_path):
         assert budget_control.run(cfg, out) == recorded  # read, not trained again
     demos = budget_control.demonstrations(cfg, 5, seed=0)
     assert all(any(m["role"] == "assistant" for m in d) for d in demos)
+
+
+def test_the_curve_profile_is_the_cpu_profile_but_for_its_compute():
+    """configs/cpu_budget_curve.yaml differs from cpu.yaml only in train.steps, save_steps, seeds and eval_every
+    (and its name): the same base, testbed and RL recipe, run longer."""
+    cpu, curve = config.load("cpu").to_dict(), config.load("cpu_budget_curve").to_dict()
+    varied = {"steps", "save_steps", "seeds", "eval_every"}
+    assert {k: v for k, v in cpu["train"].items() if k not in varied} == {
+        k: v for k, v in curve["train"].items() if k not in varied
+    }
+    assert {k: v for k, v in cpu.items() if k not in ("train", "profile")} == {
+        k: v for k, v in curve.items() if k not in ("train", "profile")
+    }
+    c = config.load("cpu_budget_curve")
+    assert c.train.steps == 5 * config.load("cpu").train.steps
+    assert budget_curve.checkpoints(c) == [0, 20, 60, 120, 180, 240, 300]
+    assert base_model.folder_name(c) == base_model.folder_name(config.load("cpu"))
+
+
+def test_the_curve_summary_is_a_t_interval_per_step_and_its_verdict_needs_the_interval():
+    cfg = config.load("smoke")
+    recs = [
+        {
+            "seed": s,
+            "step": step,
+            "responsiveness": r,
+            "p_rush_long": 0.1 + step / 100,
+            "success": {"0.25": 0.5, "0.5": 0.6, "0.75": 0.7, "1": 0.8},
+        }
+        for step, rs in ((0, [0.0, 0.0, 0.0]), (6, [0.3, 0.5, 0.4]))
+        for s, r in zip(range(3), rs, strict=True)
+    ]
+    m = budget_curve.summary(cfg, recs)
+    r = m["steps"]["6"]["responsiveness"]
+    assert r["mean"] == pytest.approx(0.4) and r["low"] < 0.4 < r["high"] and r["n"] == 3
+    m["train_steps"], m["recipe_steps"] = 6, 3
+    assert "More compute teaches" in "\n".join(budget_curve.findings(m))
+    for rec in recs:
+        rec["responsiveness"] = 0.0 if rec["step"] == 0 else rec["responsiveness"] - 0.4
+    m = budget_curve.summary(cfg, recs) | {"train_steps": 6, "recipe_steps": 3}
+    assert "does not teach" in "\n".join(budget_curve.findings(m))

@@ -23,6 +23,7 @@ import pandas as pd
 
 from helpers import (
     budget,
+    budget_control,
     budget_probe,
     budget_reading,
     controls,
@@ -38,10 +39,11 @@ from helpers import (
     train,
 )
 from helpers import evaluate as evaluation
-from helpers.agents import opened_on_demand
+from helpers.agents import opened, opened_on_demand
 from helpers.config import Config
 from helpers.dynamics import R_SINGLE_CURVES, change, measured
 from helpers.envs import Task, doorway, load_tasks, settings
+from helpers.envs import frozenlake as fl
 from helpers.policy import Sampling
 from helpers.rollout import ChatFormat
 
@@ -498,6 +500,113 @@ def summary(
             }
         },
     }
+
+
+# ------------------------------------------------------------------------------------------ the doorway maps
+
+
+@dataclass
+class Doorway:
+    """Notebook 02's doorway section: success (methods and exact references), the probe's two arms per agent, and
+    the metrics (`metrics["doorway"]`)."""
+
+    success: pd.DataFrame
+    probe: pd.DataFrame
+    metrics: dict
+
+
+def _opening_means(
+    cfg: Config, tasks: list[Task], agents: dict, refs: dict, chat: ChatFormat
+) -> dict[str, dict]:
+    """Opening responsiveness of every agent (models loaded one at a time) and scripted reference."""
+    boot = (cfg.eval.n_bootstrap, cfg.eval.ci, cfg.seed)
+    out = {}
+    for name, agent in agents.items():
+        with opened(agent, name) as policy:
+            out[name] = budget_reading.interval(
+                budget_reading.opening_table(tasks, budget_reading.opening_probs(policy, tasks, chat))[
+                    "responsiveness"
+                ],
+                *boot,
+            )
+    for name, ref in refs.items():
+        out[name] = budget_reading.interval(
+            budget_reading.opening_table(tasks, budget_reading.opening_probs(ref, tasks, chat))[
+                "responsiveness"
+            ],
+            *boot,
+        )
+    return out
+
+
+def doorway_section(cfg: Config, out: store.Run, ev: Evaluation) -> Doorway | None:
+    """Everything notebook 02 reports on the doorway maps (`helpers.budget_reading`: success beside the exact
+    references, the probe at openings and mid-episode, reading per seed; the supervised control of
+    `helpers.budget_control`), from the evaluation `ev` of all test tasks (`evaluate`); None where the run has no
+    doorway test task."""
+
+    door = ev.subset(doorway.FAMILY)
+    if door is None:
+        return None
+    boot = (cfg.eval.n_bootstrap, cfg.eval.ci, cfg.seed)
+    table = success_table(door, *boot)
+    refs = budget_reading.references(door.tasks, door.cells)
+    gains = gain_table(door, *boot)
+    paired = gains[gains["comparison"] == "budgetmix - grpo"]
+    swap = budget_swap(cfg, out, doorway.FAMILY)
+    agents = {n: a for n, a in controls.agents(cfg, symmetric=False).items() if n != "sharp"}
+    tokenizer = agents["base"].tokenizer()
+    chat = ChatFormat(tokenizer, models.chat_kwargs(tokenizer))
+    ref_players = {
+        n: scripted.ScriptedPolicy.from_config(
+            cfg, n.split("+")[0], tokenizer, n.endswith("+noise"), name=n, chat_kwargs=chat.kw
+        )
+        for n in SWAP_REFERENCES
+    }
+    methods = controls.methods(list(agents))
+    arms = {"openings": _opening_means(cfg, door.tasks, agents, ref_players, chat)}
+    if swap is not None and swap.summaries["base"].get("responsiveness"):
+        arms["swap"] = {n: s["responsiveness"] for n, s in swap.summaries.items() if s.get("responsiveness")}
+    reading_m = {
+        arm: {
+            "per_agent": {n: v["mean"] for n, v in per.items()},
+            "intervals": per,
+            "by_seed": budget_reading.reading({n: v["mean"] for n, v in per.items()}, methods, cfg.eval.ci),
+        }
+        for arm, per in arms.items()
+    }
+    control = budget_control.run(cfg, out, swap.swaps if swap is not None else None)
+    m = {
+        "n_maps": len(door.tasks),
+        "success_rate": float(door.tasks[0].payload["success_rate"]),
+        "mix_gap": float(np.mean([fl.mix_gap(t) for t in door.tasks])),
+        "h_star": budget_reading.threshold(door.tasks[0]),
+        "success": {
+            meth: {f"{r.fraction:g}": float(r.success) for r in g.itertuples()}
+            for meth, g in table.groupby("method", sort=False)
+        },
+        "references": refs,
+        "vs_rush": budget_reading.vs_reference(table, refs, budget_reading.REFERENCES[1], cfg.eval.ci),
+        "vs_optimum": budget_reading.vs_reference(table, refs, budget_reading.REFERENCES[0], cfg.eval.ci),
+        "budgetmix_minus_grpo": {
+            f"{r.fraction:g}": {
+                "diff": float(r.gain_points),
+                "low": float(r.t_low),
+                "high": float(r.t_high),
+                "mde": float(r.mde_points),
+                "excludes_zero": bool(r.excludes_zero),
+            }
+            for r in paired.itertuples()
+        },
+        "reading": reading_m,
+        "control": control,
+    }
+    probe = pd.DataFrame({arm: {n: v["mean"] for n, v in per.items()} for arm, per in arms.items()})
+    probe.index.name = "responsiveness (optimum 2, blind 0)"
+    success = budget_reading.success_frame(table, refs)
+    out.write_table("doorway_success", success.reset_index())
+    out.write_table("doorway_probe", probe.reset_index())
+    return Doorway(success, probe, m)
 
 
 # ------------------------------------------------------------------------------------------------ findings

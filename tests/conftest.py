@@ -145,7 +145,8 @@ def pytest_collection_finish(session):
     `@group` to it, and schedules by that suffix). pytest 9.2 keeps node ids where pytest-xdist 3.8 cannot add it,
     and the groups were silently ignored: a series' tests ran in both workers, one waiting on the other's lock, and
     module fixtures were built twice. Every test then fails at set-up, saying so (`pytest_runtest_setup`)."""
-    if not os.environ.get("PYTEST_XDIST_WORKER") or not session.config.getvalue("loadgroup"):
+    # getoption with a default: a pytest started with `-p no:xdist` from inside a worker inherits its environment
+    if not os.environ.get("PYTEST_XDIST_WORKER") or not session.config.getoption("loadgroup", default=False):
         return
     lost = [item.nodeid for item in session.items
             if item.get_closest_marker("xdist_group") and "@" not in item.nodeid.rpartition("]")[2]]  # fmt: skip

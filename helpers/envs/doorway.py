@@ -28,8 +28,8 @@ import functools
 import numpy as np
 import pandas as pd
 
-from helpers.budget import budgetmix_candidates
-from helpers.envs import frozenlake as fl
+from helpers.budget import budget_at, budgetmix_candidates
+from helpers.envs import frozenlake_dp as fl
 from helpers.envs.base import Task, check_split, seeded_subset
 
 FAMILY = "doorway"
@@ -157,10 +157,8 @@ def gaps(desc, success_rate: float, t_max: int) -> dict:
         "success_rate": float(success_rate),
         "mix_gap": fl.mix_gap(task),
         "clock_gap": 100.0 * (optimum - clock_aware_success(task, w)),
-        "gap_t_max_25": 100.0
-        * (q[fl.budget_at(0.25, t_max), s].max() - t_curve[fl.budget_at(0.25, t_max) - 1]),
-        "gap_t_max_50": 100.0
-        * (q[fl.budget_at(0.5, t_max), s].max() - t_curve[fl.budget_at(0.5, t_max) - 1]),
+        "gap_t_max_25": 100.0 * (q[budget_at(0.25, t_max), s].max() - t_curve[budget_at(0.25, t_max) - 1]),
+        "gap_t_max_50": 100.0 * (q[budget_at(0.5, t_max), s].max() - t_curve[budget_at(0.5, t_max) - 1]),
         "margin": float((sorted_q[:, -1] - sorted_q[:, -2]).min()),
         "rush_up_to": max(rushes) if rushes else 0,
         "blind_mix_move": "rush"

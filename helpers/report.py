@@ -483,7 +483,7 @@ def _doorway_short(d: dict) -> str:
     return (
         "- **BudgetMix teaches the agent to read its budget** (02, doorway maps, where reading is worth about "
         f"{fmt.number(d.get('mix_gap', float('nan')), 0)} points; the paper's premise, not measured there): opening "
-        f"responsiveness minus the base's {_interval(r, 2)} (optimum 2); the supervised "
+        f"responsiveness minus the base's {_interval(r, 3)} (optimum 2); the supervised "
         f"control reaches {fmt.number(c.get('openings', {}).get('mean', float('nan')), 2)}; BudgetMix minus always-rush, "
         + ", ".join(f"{fmt.number(float(f), 0, scale=100)} %: {_interval(vs[f], 1)}" for f in late)
         + " points (at these fractions of T_max)."

@@ -142,7 +142,7 @@ def _metrics(diff: float, low: float, high: float, control: float) -> dict:
     ("diff", "low", "high", "control", "verdict", "met"),
     [
         (1.2, 0.9, 1.5, 1.99, "learns to read its budget", "met:"),
-        (0.03, 0.01, 0.05, 1.99, "only a little", "met:"),
+        (0.03, 0.01, 0.05, 1.99, "by a sliver", "met:"),
         (0.01, -0.02, 0.04, 1.2, "without reading the budget", "NOT met"),
     ],
 )

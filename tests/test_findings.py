@@ -373,7 +373,10 @@ def test_short_version_decides_each_claim_by_its_interval(monkeypatch):
 
     monkeypatch.setattr(report, "_get", fake(committed))
     lines = report.short_version("cpu")
-    assert len(lines) == 9 and all(line.startswith("- **") for line in lines)
+    assert len(lines) == 10 and all(line.startswith("- **") for line in lines)
+    door = next(x for x in lines if "doorway maps" in x)  # issue 50: the reading verdict, by its interval
+    r = committed["02_budgetmix_training"]["doorway"]["reading"]["openings"]["by_seed"]["budgetmix"]
+    assert fmt.side(r["low"], r["high"]) in door
     m = copy.deepcopy(committed)
     rs = m["01_grpo_training"]["grpo"]["R_single"]
     for ci, words in (([0.01, 0.05], "unlike the paper, R_single rose"), ([-0.05, -0.01], "as in the paper"),

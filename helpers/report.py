@@ -486,8 +486,34 @@ def _doorway_short(d: dict) -> str:
         f"responsiveness minus the base's {_interval(r, 3)} (optimum 2); the supervised "
         f"control reaches {fmt.number(c.get('openings', {}).get('mean', float('nan')), 2)}; BudgetMix minus always-rush, "
         + ", ".join(f"{fmt.number(float(f), 0, scale=100)} %: {_interval(vs[f], 1)}" for f in late)
-        + " points (at these fractions of T_max)."
+        + " points (at these fractions of T_max): "
+        + (
+            "it reads the budget."
+            if r["low"] > 0 and r["diff"] >= 0.5
+            else f"not at the recipe's compute{_curve_note()}."
+            if not r["low"] > 0
+            else "by a sliver at most, nowhere near the control."
+        )
     )
+
+
+def _curve_note(profile: str = "cpu_budget_curve") -> str:
+    """What the compute curve adds to the doorway line: whether BudgetMix reads at its longest run ("" where the curve
+    was not run)."""
+    from helpers import budget_curve
+
+    try:
+        m = store.Run.read_metrics(profile, budget_curve.NAME)
+    except FileNotFoundError:
+        return ""
+    r = m["steps"][str(m["train_steps"])]["responsiveness"]
+    times = m["train_steps"] // m["recipe_steps"]
+    return f", and {'' if r['low'] > 0.1 else 'not '}at {times}x it (the compute curve, {fmt_iv(r)})"
+
+
+def fmt_iv(v: dict) -> str:
+    """A mean with its interval, three decimals."""
+    return fmt.estimate(v["mean"], [v["low"], v["high"]], digits=3, signed=True)
 
 
 def curve_section(profile: str = "cpu_budget_curve") -> list[str]:

@@ -8,10 +8,11 @@ doorway test maps with the same probe as the RL models (`budget_reading`: openin
 swap states are given). A control that stays near 0 would mean the number is unreadable to this model, and no RL
 result could be read; one near 2 (the optimum's) means the question is RL's alone.
 
-Why two phases (measured on the cpu profile, 2026-12-06): whole episodes alone (300 steps) left the series' base
-at responsiveness 0.45-0.55, single observations alone (300 steps) at 0.39-1.08; 300 observation steps then 150
-episode steps reached 1.99. The control is small (about a minute on 2 cores), recorded in the notebook's folder by
-its recipe, and never saved as a model.
+Why two phases: the base itself learned to play only after a first phase on single observations (`base_model.sft`),
+and an exploration earlier on 2026-12-06 (its code was not kept) found the same here, whole episodes alone or
+single observations alone leaving responsiveness near or below 1 after 300 steps. With both phases the committed run
+reaches 1.999 at the openings in 62 s on 2 cores (notebook 02's metrics, `doorway.control`). Recorded in the
+notebook's folder by its recipe, never saved as a model.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import time
 
 import numpy as np
 
-from helpers import base_model, budget, budget_reading, models, store
+from helpers import base_model, budget, budget_probe, budget_reading, models, store
 from helpers.config import Config
 from helpers.envs import Task, doorway, load_tasks, make, play, settings
 from helpers.envs import frozenlake as fl
@@ -120,8 +121,6 @@ def run(cfg: Config, out: store.Run, swaps: list | None = None) -> dict:
         opened = budget_reading.opening_table(test, budget_reading.opening_probs(policy, test, chat))
         swap = None
         if swaps:
-            from helpers import budget_probe
-
             table = budget_probe.probe(policy, swaps, chat)
             swap = budget_reading.interval(table["responsiveness"].dropna(), seed=cfg.seed)
     boot = (cfg.eval.n_bootstrap, cfg.eval.ci, cfg.seed)

@@ -200,7 +200,10 @@ def findings(m: dict) -> list[str]:
         per = r["per_agent"]
         lines.append(
             f"- **Reading on doorway maps, {label}:** responsiveness (optimum 2, blind 0): base "
-            f"{fmt.number(per['base'], 3)}, scripted optimum {fmt.number(per.get('optimum', float('nan')), 2)}; "
+            f"{fmt.number(per['base'], 3)}; the instrument on scripted players: optimum "
+            f"{fmt.number(per.get('optimum', float('nan')), 2)} (planted), optimum with 25 % random moves "
+            f"{fmt.number(per.get('optimum+noise', float('nan')), 2)}, blind for T_max "
+            f"{fmt.number(per.get('blind_t_max', float('nan')), 2)} (null); "
             + "; ".join(
                 f"{label_} minus base {_iv(v)} ({'excludes 0' if v['excludes_zero'] else 'contains 0'})"
                 for label_, v in (

@@ -344,8 +344,9 @@ def summary(cfg: Config, sw: Sweep, g: pd.DataFrame, pass_t: pd.DataFrame, gaps_
     }
 
 
-def doorway_pass(sw_all: Sweep, df_all: pd.DataFrame, k: int, n_boot: int = 1000, ci: float = 0.95,
-                 seed: int = 0) -> dict | None:  # fmt: skip
+def doorway_pass(
+    sw_all: Sweep, df_all: pd.DataFrame, k: int, n_boot: int = 1000, ci: float = 0.95, seed: int = 0
+) -> dict | None:
     """Pass@(1, T) and Pass@(k, T) on the doorway maps alone (issue 50), per method with its interval, beside the
     exact optimum's (the upper bound of k tries) and always-rush's (k independent tries of it); None without doorway
     maps. What reading the budget buys at every depth T, and what sampling breadth buys without it."""
@@ -357,8 +358,9 @@ def doorway_pass(sw_all: Sweep, df_all: pd.DataFrame, k: int, n_boot: int = 1000
     out: dict = {"n_tasks": len(sw.tasks), "T_values": sw.Ts, "K": k}
     for kk in sorted({1, k}):
         t = pass_at_t(sw, metrics.per_task_pass(df, kk), kk, n_boot, ci, seed)
-        out[f"pass_at_{kk}"] = {m: {str(r.T): float(r["pass"]) for _, r in t[t["method"] == m].iterrows()}
-                                 for m in sw.methods}  # fmt: skip
+        out[f"pass_at_{kk}"] = {
+            m: {str(r.T): float(r["pass"]) for _, r in t[t["method"] == m].iterrows()} for m in sw.methods
+        }
         out[f"optimum_at_{kk}"] = {str(T): v for T, v in sw.bound(kk).items()}
         out[f"rush_at_{kk}"] = {str(T): float(1 - (1 - rush[T]) ** kk) for T in sw.Ts}
     return out

@@ -91,9 +91,21 @@ def _rows(per_traj: list[torch.Tensor], rows, lengths: np.ndarray, width: int, d
     return out.to(dev)
 
 
-def ppo_update(model, ref_model, opt, trajs, cfg: Config, rng: np.random.Generator, critic=None, critic_opt=None,
-               tasks: dict | None = None, seed: int = 0, update_actor: bool = True,
-               recompute_old: bool | None = None, offload=None) -> dict:  # fmt: skip
+def ppo_update(
+    model,
+    ref_model,
+    opt,
+    trajs,
+    cfg: Config,
+    rng: np.random.Generator,
+    critic=None,
+    critic_opt=None,
+    tasks: dict | None = None,
+    seed: int = 0,
+    update_actor: bool = True,
+    recompute_old: bool | None = None,
+    offload=None,
+) -> dict:
     """Advantages (`train.algorithm`), then PPO epochs over minibatches (gradient accumulation over micro-batches).
 
     Within a minibatch the trajectories are sorted by length before they are cut into micro-batches, and each

@@ -524,8 +524,12 @@ def curve_section(profile: str = "cpu_budget_curve") -> list[str]:
         m = store.Run.read_metrics(profile, budget_curve.NAME)
     except FileNotFoundError:
         return []
-    return ["#### The compute curve: BudgetMix on doorway maps at up to five times the recipe's RL steps", "",
-            *budget_curve.findings(m), ""]  # fmt: skip
+    return [
+        "#### The compute curve: BudgetMix on doorway maps at up to five times the recipe's RL steps",
+        "",
+        *budget_curve.findings(m),
+        "",
+    ]
 
 
 def readme_block(profile: str = "cpu") -> str:

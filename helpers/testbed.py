@@ -373,8 +373,15 @@ def sql_demo_turns(demo: dict) -> pd.DataFrame:
     return df.rename(columns={"step_quality": "reward if submitted now"})
 
 
-def summary(cfg: Config, train: list[Task], test: list[Task], testbed_curve: pd.DataFrame | None,
-            series_episode: dict | None, demos: dict[str, dict], doors: dict | None = None) -> dict:  # fmt: skip
+def summary(
+    cfg: Config,
+    train: list[Task],
+    test: list[Task],
+    testbed_curve: pd.DataFrame | None,
+    series_episode: dict | None,
+    demos: dict[str, dict],
+    doors: dict | None = None,
+) -> dict:
     """Notebook 00's metrics.json: the tasks, the step oracle, the testbed (FrozenLake) or the series' reference
     and base episodes (elsewhere), and the three environments' scripted demos (`demos`: env -> its `demo()`)."""
     t_maxes = sorted({t.t_max for t in test})

@@ -149,9 +149,20 @@ def _train(cfg: Config, mode: str, seed: int | None, max_steps: int | None, out:
             policy.reset_cache()
             t1 = time.time()
             before_update(policy)  # vllm: sleep while the trainer steps
-            upd = ppo_update(model, ref_model, opt, trajs, cfg, rng, critic=critic, critic_opt=critic_opt,
-                             tasks=task_index, seed=rs, update_actor=not est.critic or step > c.critic_warmup,
-                             offload=moves if moves.active else None)  # fmt: skip
+            upd = ppo_update(
+                model,
+                ref_model,
+                opt,
+                trajs,
+                cfg,
+                rng,
+                critic=critic,
+                critic_opt=critic_opt,
+                tasks=task_index,
+                seed=rs,
+                update_actor=not est.critic or step > c.critic_warmup,
+                offload=moves if moves.active else None,
+            )
             moves.optimizer_out()  # before vLLM takes its share back
             after_update(
                 policy, model

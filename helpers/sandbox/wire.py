@@ -14,15 +14,19 @@
   dies or writes junk costs at most its own message. Two framings: `LINE` (one message per line: the sandbox's
   JSON channel) and `LENGTH` (an 8-byte little-endian length, `<Q`, then the message: the BFCL call worker's
   pickles). `frame(data, framing)` writes one message in either.
+- `start_worker` / `stop_worker` (the kit's side) and `read_job` / `send` (the worker's side): the pickle-over-pipe
+  protocol of the kit's own worker processes (BFCL's call worker, InterCode-SQL's query worker), written once.
 """
 
 from __future__ import annotations
 
 import collections
 import os
+import pickle
 import re
 import selectors
 import struct
+import sys
 import time
 
 LINE, LENGTH = "line", "length"
@@ -212,3 +216,64 @@ class FrameReader:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+# ------------------------------------------------------------------------------------- the kit's worker processes
+
+
+def start_worker(module: str, *args: str, what: str):
+    """Start `python -s -P -m module args` with only the kit's root on PYTHONPATH and its stdout read as `LENGTH`
+    frames; wait for its "ready" (a RuntimeError naming `what` where none comes within 120 s). Returns (the
+    `subprocess.Popen`, its `FrameReader`). subprocess is imported here: the sandboxed child imports this file and
+    must not pay for it."""
+    import subprocess
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))  # the kit's root
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")} | {"PYTHONPATH": root}
+    proc = subprocess.Popen(
+        [sys.executable, "-s", "-P", "-m", module, *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=env,
+        start_new_session=True,
+    )
+    reader = FrameReader(proc.stdout.fileno(), LENGTH)
+    ready = reader.read(time.monotonic() + 120)
+    if ready is None or pickle.loads(ready) != "ready":
+        stop_worker(proc, reader)
+        raise RuntimeError(f"{what} did not start (python -m {module})")
+    return proc, reader
+
+
+def stop_worker(proc, reader: FrameReader) -> None:
+    """Kill a worker and close its pipes."""
+    proc.kill()
+    proc.wait()
+    reader.close()
+    for stream in (proc.stdin, proc.stdout):
+        stream.close()
+
+
+def _read_exact(n: int) -> bytes:
+    """`n` bytes from stdin; the end of stdin (the kit closed the pipe) ends the worker."""
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = os.read(0, n - len(buf))
+        if not chunk:
+            sys.exit(0)
+        buf += chunk
+    return bytes(buf)
+
+
+def read_job() -> object:
+    """In a worker: the next job, one `LENGTH` frame of a pickle on stdin."""
+    (n,) = _HEADER.unpack(_read_exact(_HEADER.size))
+    return pickle.loads(_read_exact(n))
+
+
+def send(out: int, obj: object) -> None:
+    """In a worker: one framed pickle on the descriptor `out`."""
+    view = memoryview(frame(pickle.dumps(obj), LENGTH))
+    while view:
+        view = view[os.write(out, view) :]

@@ -7,16 +7,13 @@ import copy
 import decimal
 import importlib
 import json
-import os
 import pickle
 import signal
 import subprocess
-import sys
 import threading
 import time
 import warnings
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import mpmath
@@ -25,7 +22,7 @@ from bfcl_eval.constants.executable_backend_config import CLASS_FILE_PATH_MAPPIN
 from helpers.envs.base import stall_guard_s
 from helpers.envs.bfcl.data import function_docs
 from helpers.envs.bfcl.parser import Call
-from helpers.sandbox.wire import LENGTH, FrameReader, frame
+from helpers.sandbox.wire import LENGTH, FrameReader, frame, start_worker, stop_worker
 
 
 def backend_class(class_name: str) -> type:
@@ -120,30 +117,12 @@ class _CallWorker:
         self.lock = threading.Lock()
 
     def _start(self, memory_mb: int) -> None:
-        root = str(Path(__file__).resolve().parents[3])  # the kit's root, also where it is not pip-installed
-        env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")} | {"PYTHONPATH": root}
-        self.proc = subprocess.Popen(
-            [sys.executable, "-s", "-P", "-m", WORKER_MODULE, str(memory_mb)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            env=env,
-            start_new_session=True,
-        )
+        self.proc, self.reader = start_worker(WORKER_MODULE, str(memory_mb), what="bfcl: the call worker")
         self.memory_mb = memory_mb
-        self.reader = FrameReader(self.proc.stdout.fileno(), LENGTH)
-        ready = self.reader.read(time.monotonic() + 120)
-        if ready is None or pickle.loads(ready) != "ready":
-            self._stop()
-            raise RuntimeError(f"bfcl: the call worker did not start (python -m {WORKER_MODULE})")
 
     def _stop(self) -> None:
         if self.proc is not None:
-            self.proc.kill()
-            self.proc.wait()
-            self.reader.close()
-            for stream in (self.proc.stdin, self.proc.stdout):
-                stream.close()
+            stop_worker(self.proc, self.reader)
             self.proc = self.reader = None
 
     def _reply(self, job: bytes, limits: CallLimits, time_s: float) -> tuple[float, tuple]:

@@ -22,13 +22,11 @@ import os
 import pickle
 import resource
 import signal
-import struct
 import sys
 
 from helpers.envs.bfcl.engine import run_call
-from helpers.sandbox.wire import LENGTH, frame
+from helpers.sandbox.wire import read_job, send
 
-_HEADER = struct.Struct("<Q")
 STATE_FRAMES = 150  # recursion an instance's pickling may use (about 50 levels of nested directories)
 
 
@@ -50,24 +48,6 @@ def pickled_within(obj: object, frames: int = STATE_FRAMES) -> bytes | None:
         return None
     finally:
         sys.setrecursionlimit(limit)
-
-
-def read_exact(n: int) -> bytes:
-    """`n` bytes from stdin; the end of stdin (the kit closed the pipe) ends the worker."""
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = os.read(0, n - len(buf))
-        if not chunk:
-            sys.exit(0)
-        buf += chunk
-    return bytes(buf)
-
-
-def write(out: int, obj: object) -> None:
-    """One framed pickle on the descriptor `out`."""
-    view = memoryview(frame(pickle.dumps(obj), LENGTH))
-    while view:
-        view = view[os.write(out, view) :]
 
 
 def answer(job: tuple) -> tuple:
@@ -108,17 +88,16 @@ def main(memory_mb: int) -> None:
     limit_address_space(memory_mb)
     # The CPU time limit: SIGPROF's default action ends the process.
     signal.signal(signal.SIGPROF, signal.SIG_DFL)
-    write(out, "ready")
+    send(out, "ready")
     while True:
-        (n,) = _HEADER.unpack(read_exact(_HEADER.size))
-        job = pickle.loads(read_exact(n))
+        job = read_job()
         # The limit counts this process's CPU time (user + system) from here until the reply is written: a busy
         # machine only slows the call down and never changes its outcome. Waiting for the next job costs none.
         start = os.times()
         signal.setitimer(signal.ITIMER_PROF, job[-1])
         reply = answer(job)
         end = os.times()
-        write(out, (end.user + end.system - start.user - start.system, reply))
+        send(out, (end.user + end.system - start.user - start.system, reply))
         signal.setitimer(signal.ITIMER_PROF, 0)
 
 

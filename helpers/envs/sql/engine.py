@@ -5,12 +5,10 @@ a result becomes. See the package doc (`helpers.envs.sql`) for why each guard is
 from __future__ import annotations
 
 import math
-import os
 import pickle
 import signal
 import sqlite3
 import subprocess
-import sys
 import threading
 import time
 import warnings
@@ -19,7 +17,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from helpers.envs.base import stall_guard_s
-from helpers.sandbox.wire import LENGTH, FrameReader, frame
+from helpers.sandbox.wire import LENGTH, FrameReader, frame, start_worker, stop_worker
 
 SAFE_PRAGMAS = frozenset(
     {"table_info", "table_xinfo", "table_list", "index_list", "index_info", "index_xinfo", "foreign_key_list"}
@@ -249,30 +247,12 @@ class QueryWorker:
         self.lock = threading.Lock()
 
     def _start(self) -> None:
-        root = str(Path(__file__).resolve().parents[3])  # the kit's root, also where it is not pip-installed
-        env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")} | {"PYTHONPATH": root}
-        self.proc = subprocess.Popen(
-            [sys.executable, "-s", "-P", "-m", WORKER_MODULE],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            env=env,
-            start_new_session=True,
-        )
-        self.reader = FrameReader(self.proc.stdout.fileno(), LENGTH)
-        ready = self.reader.read(time.monotonic() + 120)
-        if ready is None or pickle.loads(ready) != "ready":
-            self.stop()
-            raise RuntimeError(f"intercode_sql: the query worker did not start (python -m {WORKER_MODULE})")
+        self.proc, self.reader = start_worker(WORKER_MODULE, what="intercode_sql: the query worker")
 
     def stop(self) -> None:
         """End the worker (a later query starts a fresh one)."""
         if self.proc is not None:
-            self.proc.kill()
-            self.proc.wait()
-            self.reader.close()
-            for stream in (self.proc.stdin, self.proc.stdout):
-                stream.close()
+            stop_worker(self.proc, self.reader)
             self.proc = self.reader = None
 
     def run(self, path: str, settings: dict, sql: str, limit: float) -> QueryResult:

@@ -16,32 +16,10 @@ per database and settings.
 from __future__ import annotations
 
 import os
-import pickle
 import signal
-import sys
 
 from helpers.envs.sql.engine import ReadOnlyDatabase
-from helpers.sandbox.wire import LENGTH, frame
-
-_HEADER_BYTES = 8
-
-
-def read_exact(n: int) -> bytes:
-    """`n` bytes from stdin; the end of stdin (the kit closed the pipe) ends the worker."""
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = os.read(0, n - len(buf))
-        if not chunk:
-            sys.exit(0)
-        buf += chunk
-    return bytes(buf)
-
-
-def write(out: int, obj: object) -> None:
-    """One framed pickle on the descriptor `out`."""
-    view = memoryview(frame(pickle.dumps(obj), LENGTH))
-    while view:
-        view = view[os.write(out, view) :]
+from helpers.sandbox.wire import read_job, send
 
 
 def main() -> None:
@@ -51,10 +29,9 @@ def main() -> None:
     os.dup2(devnull, 1)  # nothing printed can garble the channel
     signal.signal(signal.SIGPROF, signal.SIG_DFL)  # the hard CPU-time limit ends the process
     databases: dict[tuple, ReadOnlyDatabase] = {}
-    write(out, "ready")
+    send(out, "ready")
     while True:
-        size = int.from_bytes(read_exact(_HEADER_BYTES), "little")
-        path, settings, sql, limit, hard_s = pickle.loads(read_exact(size))
+        path, settings, sql, limit, hard_s = read_job()
         key = (path, tuple(sorted(settings.items())))
         if key not in databases:
             databases[key] = ReadOnlyDatabase(path, **settings)
@@ -63,7 +40,7 @@ def main() -> None:
             result = databases[key].run(sql, limit)
         finally:
             signal.setitimer(signal.ITIMER_PROF, 0)
-        write(out, result)
+        send(out, result)
 
 
 if __name__ == "__main__":

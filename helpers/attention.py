@@ -19,6 +19,7 @@ from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
 NAME = "kit_cpu"
 MAX_QUERY = 8  # queries of at most this many tokens (decoding) take the plain path; measured crossover ~8-40
+SDPA_GQA = True  # longer queries call SDPA with enable_gqa (False: transformers' copying path, the benchmark's baseline)
 
 
 def kit_cpu_attention(
@@ -34,11 +35,32 @@ def kit_cpu_attention(
 ) -> tuple[torch.Tensor, None]:
     """softmax(q k^T * scaling + mask) v for query [B, H, q, d], key/value [B, Hk, L, d]; returns [B, q, H, d].
 
-    Longer queries (prefill, training) go to transformers' SDPA path, which is the faster one there."""
+    Longer queries (prefill, training) go to PyTorch's SDPA, which is the faster one there: with a mask and grouped
+    query heads, called with `enable_gqa` (transformers' path first copies the keys and values once per query group,
+    `repeat_kv`, which cost about half of a pre-fill's attention: issue 51; the output is the same to the bit)
+    where no gradient is taken, otherwise through transformers' path."""
     B, H, q, d = query.shape
     if q > MAX_QUERY:
-        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
-                                      is_causal=is_causal, **kwargs)  # fmt: skip
+        groups = getattr(module, "num_key_value_groups", 1)
+        plain = attention_mask is None or groups == 1 or kwargs.get("position_bias") is not None
+        # only without gradients (rollouts, scoring, the reference): SFT and the update keep transformers' path, whose
+        # gradients differ from enable_gqa's in the last bits, so the base the kit builds stays the one it built
+        if plain or not SDPA_GQA or torch.is_grad_enabled():
+            return sdpa_attention_forward(
+                module,
+                query,
+                key,
+                value,
+                attention_mask,
+                dropout=dropout,
+                scaling=scaling,
+                is_causal=is_causal,
+                **kwargs,
+            )
+        out = torch.nn.functional.scaled_dot_product_attention(
+            query, key, value, attn_mask=attention_mask, dropout_p=dropout, scale=scaling, enable_gqa=True
+        )
+        return out.transpose(1, 2).contiguous(), None
     Hk, L = key.shape[1], key.shape[2]
     g = H // Hk
     scale = scaling if scaling is not None else d**-0.5

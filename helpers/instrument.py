@@ -33,7 +33,18 @@ import time
 import numpy as np
 import pandas as pd
 
-from helpers import base_model, budget, budgetmix, controls, models, probing, recovery, scripted, store
+from helpers import (
+    base_model,
+    budget,
+    budgetmix,
+    controls,
+    models,
+    parallel,
+    probing,
+    recovery,
+    scripted,
+    store,
+)
 from helpers import evaluate as evaluation
 from helpers.config import Config
 from helpers.envs import Task, load_tasks, settings
@@ -106,6 +117,27 @@ def _row(analysis, case, budget_label, true, est, low, high) -> dict:
 # ---------------------------------------------------------------------------------------- notebook 02
 
 
+def _player_records(cfg: Config, tok, name: str, copy: int, cells: dict, sampling: Sampling) -> list[dict]:
+    """Copy `copy` of player `name` evaluated as `budgetmix.evaluate` evaluates a model: every cell of `cells`,
+    on RL seed `copy`'s stream (as budgetmix.evaluate draws seed k's group); one record per trajectory."""
+    policy = player(cfg, tok, name, copy)
+    records = []
+    for (f, b), ts in cells.items():
+        trajs = rollout(
+            policy,
+            cfg.env.name,
+            ts,
+            b,
+            cfg.eval.n_samples,
+            sampling,
+            seed=controls.stream(cfg.seed + 1000, copy),
+            step_quality=False,
+        )
+        # the cell's fraction, as budgetmix.evaluate records it (b / T_max differs where b was rounded)
+        records += [{**evaluation.trajectory_record(t), "fraction": f} for t in trajs]
+    return records
+
+
 def success_by_budget(cfg: Config, tok, cases: dict = CASES) -> pd.DataFrame:
     """Notebook 02's success-by-budget comparison (`budgetmix.gain_table`) of every case, one row per case and
     fraction of T_max (points; `true_points` by DP on the same maps)."""
@@ -116,17 +148,11 @@ def success_by_budget(cfg: Config, tok, cases: dict = CASES) -> pd.DataFrame:
     copies = range(len(cfg.train.seeds))
     used = sorted({p for c in cases.values() for p in c})
     names = {p: [f"{p}#{k}" for k in copies] for p in used}
-    records = []
-    for p in used:
-        for k in copies:
-            policy = player(cfg, tok, p, k)
-            # copy k on RL seed k's stream, as budgetmix.evaluate draws seed k's group
-            for (f, b), ts in cells.items():
-                trajs = rollout(policy, cfg.env.name, ts, b, cfg.eval.n_samples, sampling,
-                                seed=controls.stream(cfg.seed + 1000, k), step_quality=False)  # fmt: skip
-                # the cell's fraction, as budgetmix.evaluate records it (b / T_max differs where b was rounded)
-                records += [{**evaluation.trajectory_record(t), "fraction": f} for t in trajs]
-    df = pd.DataFrame(records)
+    # every copy of every player is one job, on its own random stream: the records are the same, in the same
+    # order, whatever the number of workers (`cfg.eval.workers` at a time, as models are evaluated)
+    jobs = [(cfg, tok, p, k, cells, sampling) for p in used for k in copies]
+    parts = parallel.ordered_map(_player_records, jobs, cfg.eval.workers)
+    df = pd.DataFrame([r for part in parts for r in part])
     truth = {}
     for p in used:
         ref = player(cfg, tok, p)

@@ -118,8 +118,10 @@ def quality_table(
                     f"quality-{name}-{role}",
                     agents[agent],
                     pools[name],
-                    [g, repr(sampling[name])],
-                    lambda name=name: probing.state_quality(policy(), pools[name], g, sampling[name]),
+                    [g, repr(sampling[name]), probing.LENGTH_BUCKETS],
+                    lambda name=name: probing.state_quality(
+                        policy(), pools[name], g, sampling[name], buckets=probing.LENGTH_BUCKETS
+                    ),
                 )
     tables = [probing.state_table(pool, {role: quality[name, role] for role, _ in roles(name)})
               .assign(rl_seed=int(name.rsplit("-s", 1)[1])) for name, pool in pools.items()]  # fmt: skip

@@ -358,8 +358,11 @@ class HFPolicy(Closing):
                 mask[i, L - len(s) :] = 1
         return ids.to(self.device), mask.to(self.device)
 
-    def _forward(self, cache: _PrefixCache, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """Run a chunk through the model on top of the cache; returns the logits at the chunk's last position."""
+    def _forward(
+        self, cache: _PrefixCache, ids: torch.Tensor, mask: torch.Tensor, last_only: bool = True
+    ) -> torch.Tensor:
+        """Run a chunk through the model on top of the cache; returns the logits at the chunk's last position (or,
+        with `last_only=False`, at every position of the chunk)."""
         position_ids = cache.next_pos[:, None] + mask.cumsum(-1) - 1
         position_ids = position_ids.clamp(min=0)
         cache.mask = torch.cat([cache.mask, mask], dim=1)
@@ -368,16 +371,29 @@ class HFPolicy(Closing):
             use_cache=True,
         )  # fmt: skip
         cache.next_pos = cache.next_pos + mask.sum(-1)
-        return out.logits[:, -1]
+        return out.logits[:, -1] if last_only else out.logits
 
     # -------------------------------------------------------------------------------------------- scoring
     @torch.no_grad()
     def score(
         self, prompt_token_ids: list[list[int]], continuation_token_ids: list[list[int]]
     ) -> list[list[float]]:
-        """Teacher-forced log-probs of each continuation token given its prompt (micro-batched, no grad)."""
+        """Teacher-forced log-probs of each continuation token given its prompt (micro-batched, no grad).
+
+        Where prompts repeat (several replies scored at one prompt, as the budget-swap probe asks), each distinct
+        prompt is pre-filled once and its replies are read off its cache (`_score_shared`); otherwise every
+        prompt + continuation runs as one left-padded sequence."""
         if len(prompt_token_ids) != len(continuation_token_ids):
             raise ValueError("score(): need one continuation per prompt")
+        distinct = len({tuple(p) for p in prompt_token_ids})
+        if distinct < len(prompt_token_ids) and min(map(len, prompt_token_ids)) >= MIN_SHARED_PREFIX:
+            return self._score_shared(prompt_token_ids, continuation_token_ids)
+        return self._score_rows(prompt_token_ids, continuation_token_ids)
+
+    def _score_rows(
+        self, prompt_token_ids: list[list[int]], continuation_token_ids: list[list[int]]
+    ) -> list[list[float]]:
+        """`score`, each prompt + continuation as one left-padded sequence, `score_batch` rows at a time."""
         results: list[list[float]] = []
         for i in range(0, len(prompt_token_ids), self.score_batch):
             prompts = prompt_token_ids[i : i + self.score_batch]
@@ -387,6 +403,56 @@ class HFPolicy(Closing):
             L = full.shape[1]
             for b, c in enumerate(conts):
                 results.append(logp[b, L - 1 - len(c) :].tolist() if c else [])
+        return results
+
+    def _score_shared(
+        self, prompt_token_ids: list[list[int]], continuation_token_ids: list[list[int]]
+    ) -> list[list[float]]:
+        """`score` for repeated prompts: rows sorted by prompt length, cut into groups of at most `score_batch`
+        distinct prompts; each group's prompts are pre-filled once (`_prefill_fresh`: the shared system prompt once,
+        each distinct prompt once), the first token of every continuation is read at its prompt's last position,
+        and the rest of the continuations run as one right-padded chunk on top of the cache. The same log-probs as
+        `_score_rows` up to float rounding (tests/test_policy_rollout.py), at a fraction of the cost when a prompt
+        carries several short replies."""
+        order = sorted(range(len(prompt_token_ids)), key=lambda i: len(prompt_token_ids[i]))
+        groups: list[list[int]] = [[]]
+        seen: set[tuple] = set()
+        for i in order:
+            key = tuple(prompt_token_ids[i])
+            if key not in seen and len(seen) == self.score_batch:
+                groups.append([])
+                seen = set()
+            seen.add(key)
+            groups[-1].append(i)
+        results: list[list[float]] = [[] for _ in prompt_token_ids]
+        for rows in groups:
+            rows = [
+                i for i in rows if continuation_token_ids[i]
+            ]  # an empty continuation has nothing to score
+            if not rows:
+                continue
+            conts = [list(continuation_token_ids[i]) for i in rows]
+            cache, last = self._prefill_fresh([list(prompt_token_ids[i]) for i in rows])
+            first = torch.log_softmax(last.float(), dim=-1)
+            heads = first.gather(-1, torch.tensor([[c[0]] for c in conts], device=first.device))[
+                :, 0
+            ].tolist()
+            width = max(len(c) for c in conts) - 1
+            rest: list[list[float]] = [[] for _ in rows]
+            if width:
+                ids = torch.full((len(rows), width), self.pad_token_id, dtype=torch.long)
+                mask = torch.zeros((len(rows), width), dtype=torch.long)
+                nxt = torch.zeros((len(rows), width), dtype=torch.long)
+                for j, c in enumerate(conts):
+                    ids[j, : len(c) - 1] = torch.tensor(c[:-1])
+                    mask[j, : len(c) - 1] = 1
+                    nxt[j, : len(c) - 1] = torch.tensor(c[1:])
+                dev = self.device
+                logits = self._forward(cache, ids.to(dev), mask.to(dev), last_only=False)
+                lp = torch.log_softmax(logits.float(), dim=-1).gather(-1, nxt.to(dev)[..., None])[..., 0]
+                rest = [lp[j, : len(c) - 1].tolist() for j, c in enumerate(conts)]
+            for j, i in enumerate(rows):
+                results[i] = [heads[j], *rest[j]]
         return results
 
 

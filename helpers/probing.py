@@ -126,13 +126,34 @@ def sample_states(
     return [pool[i] for i in sorted(idx)]
 
 
+# A pool's states are sampled in this many calls by prompt length (`sample_actions`) where the kit samples whole
+# pools (the training monitor, notebooks 04 and 05): their prompts run from one turn to eight, and one call pads
+# every state to the longest (issue 51: 0.32-0.37x the time of one call on the cpu probe pool, benchmarks/speed.py).
+LENGTH_BUCKETS = 4
+
+
 def sample_actions(
-    policy: Policy, states: list[ProbeState], k: int, sampling: Sampling
+    policy: Policy, states: list[ProbeState], k: int, sampling: Sampling, buckets: int = 1
 ) -> list[list[Generation]]:
-    """`k` actions per state from `policy`, in one batched call."""
-    prompts = [s.prefix_ids for s in states for _ in range(k)]
-    gens = policy.generate(prompts, sampling)
-    return [gens[i * k : (i + 1) * k] for i in range(len(states))]
+    """`k` actions per state from `policy`, in one batched call; or, with `buckets` > 1, in that many calls over
+    the states sorted by prompt length (a batch is padded to its longest prompt: a pool whose prompts run from
+    one turn to eight wastes about half its pre-fill on padding in one call). Bucket b draws on its own stream,
+    `policy_seed(sampling.seed, "bucket b")`."""
+    if buckets <= 1 or len(states) <= 1:
+        prompts = [s.prefix_ids for s in states for _ in range(k)]
+        gens = policy.generate(prompts, sampling)
+        return [gens[i * k : (i + 1) * k] for i in range(len(states))]
+    order = sorted(range(len(states)), key=lambda i: len(states[i].prefix_ids))
+    out: list[list[Generation]] = [[] for _ in states]
+    for b in range(min(buckets, len(states))):
+        part = order[b * len(order) // buckets : (b + 1) * len(order) // buckets]
+        seed = None if sampling.seed is None else policy_seed(sampling.seed, f"bucket {b}")
+        gens = policy.generate(
+            [states[i].prefix_ids for i in part for _ in range(k)], sampling.replace(seed=seed)
+        )
+        for j, i in enumerate(part):
+            out[i] = gens[j * k : (j + 1) * k]
+    return out
 
 
 def score_actions(
@@ -155,14 +176,17 @@ def policy_seed(seed: int, name: str) -> int:
     return int.from_bytes(hashlib.sha256(f"{seed}|{name}".encode()).digest()[:4], "little")
 
 
-def state_quality(policy: Policy, states: list[ProbeState], k: int, sampling: Sampling) -> np.ndarray:
-    """Quality [n_states, k] of `k` actions sampled by `policy` at each state.
+def state_quality(
+    policy: Policy, states: list[ProbeState], k: int, sampling: Sampling, buckets: int = 1
+) -> np.ndarray:
+    """Quality [n_states, k] of `k` actions sampled by `policy` at each state (in `buckets` calls by prompt
+    length: `sample_actions`).
 
     `sampling.seed` is combined with the policy's name (`policy_seed`), so policies never share a stream.
     """
     if sampling.seed is not None:
         sampling = sampling.replace(seed=policy_seed(sampling.seed, policy.name))
-    gens = sample_actions(policy, states, k, sampling)
+    gens = sample_actions(policy, states, k, sampling, buckets)
     return score_actions(states, [[g.text for g in row] for row in gens])
 
 

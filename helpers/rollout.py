@@ -13,6 +13,7 @@ serialises to a JSON line that loads back identically.
 from __future__ import annotations
 
 import hashlib
+import weakref
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -24,6 +25,28 @@ from helpers.policy import Policy, Sampling
 SENTINEL = "\x00OBSERVATION\x00"
 ACTION = "\x00ACTION\x00"
 THINK_END = "</think>"
+# texts remembered per tokenizer (a FrozenLake run meets a few thousand distinct ones); 0 remembers none
+ENCODE_CACHE_SIZE = 1 << 16
+_encoded: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # tokenizer -> {text: token ids}
+
+
+def encode_cached(tokenizer, text: str) -> list[int]:
+    """`tokenizer(text, add_special_tokens=False)["input_ids"]`, remembered by text for as long as the tokenizer
+    lives. Rollouts meet the same observation texts and openings over and over (a 4x4 map has 16 squares), and a
+    tokenizer maps a text to the same ids every time, so this is the same list, computed once: a copy is returned,
+    so a caller may extend it. The memory is bounded: past `ENCODE_CACHE_SIZE` texts it starts again."""
+    try:
+        memo = _encoded.setdefault(tokenizer, {}) if ENCODE_CACHE_SIZE > 0 else None
+    except TypeError:  # a tokenizer that cannot be weakly referenced: no memory
+        memo = None
+    if memo is None:  # ENCODE_CACHE_SIZE 0 (benchmarks/speed.py's baseline) or no weak reference: no memory
+        return list(tokenizer(text, add_special_tokens=False)["input_ids"])
+    ids = memo.get(text)
+    if ids is None:
+        if len(memo) >= ENCODE_CACHE_SIZE:
+            memo.clear()
+        ids = memo[text] = tuple(tokenizer(text, add_special_tokens=False)["input_ids"])
+    return list(ids)
 
 
 class ChatFormat:
@@ -45,6 +68,7 @@ class ChatFormat:
         self.tokenizer = tokenizer
         self.kw = dict(chat_kwargs or {})
         self.eos_token_id = int(tokenizer.eos_token_id)
+        self._openings: dict[tuple, str] = {}  # (role, content) pairs -> rendered opening
         eos = tokenizer.eos_token
         opening = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]
         head = self._render(opening, False)
@@ -82,11 +106,19 @@ class ChatFormat:
         )
 
     def encode(self, text: str) -> list[int]:
-        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+        """The ids of `text` without special tokens (`encode_cached`: each distinct text is tokenised once)."""
+        return encode_cached(self.tokenizer, text)
 
     def prompt_ids(self, messages: list[dict]) -> list[int]:
-        """The opening messages with the generation prompt."""
-        return self.encode(self._render(messages, True))
+        """The opening messages with the generation prompt (each distinct opening rendered once per format)."""
+        plain = all(m.keys() == {"role", "content"} and isinstance(m["content"], str) for m in messages)
+        key = tuple((m["role"], m["content"]) for m in messages) if plain else None
+        text = self._openings.get(key) if key is not None else None
+        if text is None:
+            text = self._render(messages, True)
+            if key is not None:
+                self._openings[key] = text
+        return self.encode(text)
 
     def observation_ids(self, observation: str) -> list[int]:
         """The tokens that follow the model's end-of-turn: the environment's reply and the next generation prompt."""

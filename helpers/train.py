@@ -33,7 +33,7 @@ from helpers.metrics import crossed_bootstrap
 from helpers.offload import Offload
 from helpers.policy import HFPolicy, Policy, Sampling
 from helpers.ppo import new_critic, ppo_update, rl_reward
-from helpers.probing import ProbeState, dead_states, state_quality
+from helpers.probing import LENGTH_BUCKETS, ProbeState, dead_states, state_quality
 from helpers.process import token_advantages
 from helpers.progress import bar
 from helpers.rl_runs import (
@@ -135,7 +135,7 @@ def _train(cfg: Config, mode: str, seed: int | None, max_steps: int | None, out:
 
         tag = {} if est.legacy_layout else {"algorithm": c.algorithm}  # GRPO's logs stay as they were
         if start == 0 and not len(metrics):
-            metrics.append({"step": 0, "mode": mode, **tag, "rl_seed": rs, **watch(policy)})
+            metrics.append({"step": 0, "mode": mode, **tag, "rl_seed": rs, **timed(watch, policy)})
         last = c.steps if max_steps is None else min(c.steps, max_steps)
         progress = bar(range(start + 1, last + 1), desc=progress_label(cfg, mode, rs), leave=False)
         for step in progress:
@@ -176,7 +176,7 @@ def _train(cfg: Config, mode: str, seed: int | None, max_steps: int | None, out:
                 **step_stats(trajs, budgets, upd, t0, t1, t2),
             }
             if step % c.eval_every == 0 or step == c.steps:
-                row.update(watch(policy))
+                row.update(timed(watch, policy))
             metrics.append(row)
             progress.set_postfix(
                 success=f"{row['success']:.2f}", kl="-" if row["kl"] is None else f"{row['kl']:.3f}"
@@ -220,6 +220,12 @@ def step_stats(
     }  # fmt: skip
 
 
+def timed(watch: Monitor, policy: Policy) -> dict:
+    """The monitor's row, with the seconds it took (`monitor_s`: benchmarks/series_time.py reads it)."""
+    t0 = time.time()
+    return {**watch(policy), "monitor_s": time.time() - t0}
+
+
 class Monitor:
     """What a run logs every `train.eval_every` steps, on fixed training maps and a fixed probe pool.
 
@@ -250,7 +256,11 @@ class Monitor:
         per_state = np.zeros(0)
         if self.probes:
             q_pool = state_quality(
-                policy, self.probes, c.probe_samples, self.sampling.replace(seed=rs * 7_919 + 31)
+                policy,
+                self.probes,
+                c.probe_samples,
+                self.sampling.replace(seed=rs * 7_919 + 31),
+                buckets=LENGTH_BUCKETS,
             )
             per_state = np.nanmean(q_pool, axis=1)[self.live]
         policy.reset_cache()

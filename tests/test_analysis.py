@@ -199,3 +199,25 @@ def test_transcripts_of_other_agents_can_be_analysed(setup):
     )
     nll = likelihood.action_nll(a, [tr])
     assert len(nll) == 2 and (nll["nll_mean"] > 0).all()
+
+
+def test_actions_sampled_by_prompt_length_keep_every_state_in_its_place(setup):
+    """Issue 51 (the training monitor): `buckets` > 1 samples the states in that many calls by prompt length; every
+    state still gets its k actions, in the pool's order, each a generation at that state's prompt, and one seed
+    reproduces them."""
+    _, tasks, a, _, ta, tb = setup
+    pool = probing.matched_pool(ta, tb, {t.task_id: t for t in tasks}, 12, seed=4)
+    assert len({len(s.prefix_ids) for s in pool}) > 1  # prompts of several lengths, or the test shows nothing
+    sampling = Sampling(1.0, 1.0, 6, seed=11)
+    rows = probing.sample_actions(a, pool, 3, sampling, buckets=3)
+    assert [len(r) for r in rows] == [3] * len(pool)
+    for state, row in zip(pool, rows, strict=True):  # each action is one the policy can reply at that prompt
+        lp = a.score([state.prefix_ids] * 3, [g.token_ids for g in row])
+        for g, got in zip(row, lp, strict=True):
+            np.testing.assert_allclose(got, g.logprobs, atol=2e-5)
+    again = probing.sample_actions(a, pool, 3, sampling, buckets=3)
+    assert [[g.token_ids for g in r] for r in rows] == [[g.token_ids for g in r] for r in again]
+    np.testing.assert_array_equal(
+        probing.state_quality(a, pool, 3, sampling, buckets=3),
+        probing.state_quality(a, pool, 3, sampling, buckets=3),
+    )

@@ -236,6 +236,52 @@ ISSUE_50 = {
     },
 }
 
+# 2026-12-06 (issue 51): train.micro_batch_size 8 in cpu and cpu_process (the minibatch's gradient in micro-batches of
+# 8 trajectories instead of 32: the same sum in another order, less padding): every config hash of both and the RL
+# recipe's train part; no base or environment moved.
+ISSUE_51 = {
+    "cpu/None": {
+        "config": "3409ff86f74dbda1af9801898fee6ffa1faa927a76c7543cdd6964ff7947c110",
+        "train": "bd30a5741ca99179ee8798024024ea2fcdd21f169f2fb660508f2175ed3322a2",
+    },
+    "cpu/bfcl": {
+        "config": "d36d6f91cd48117ff095158a0eacd5a87b81de9b30feb47c3bf7f1f0d894e2f9",
+        "train": "bd30a5741ca99179ee8798024024ea2fcdd21f169f2fb660508f2175ed3322a2",
+    },
+    "cpu/deepcoder": {
+        "config": "ec357468ad4827d5cfd4bb9383d4c594893b6c5a23ba56d444faa39d4b21c0f2",
+        "train": "bd30a5741ca99179ee8798024024ea2fcdd21f169f2fb660508f2175ed3322a2",
+    },
+    "cpu/frozenlake": {
+        "config": "255c6859ee2cf5d5aecdaaef4498a4a50d04c5511364c4cb33495452d8ff1c03",
+        "train": "bd30a5741ca99179ee8798024024ea2fcdd21f169f2fb660508f2175ed3322a2",
+    },
+    "cpu/intercode_sql": {
+        "config": "7e2b30b60404fea6eea774da59d44abeee687c7ea7b838fcfbff9c31f4ba6eb2",
+        "train": "bd30a5741ca99179ee8798024024ea2fcdd21f169f2fb660508f2175ed3322a2",
+    },
+    "cpu_process/None": {
+        "config": "a9c8e3b3891cc3b410b27288a58eab2a2c543ab4791007407eb70dee86a856e1",
+        "train": "bd30a5741ca99179ee8798024024ea2fcdd21f169f2fb660508f2175ed3322a2",
+    },
+    "cpu_process/bfcl": {
+        "config": "2ca07e31f36f813b7bcccb0d80f08f4c691eeb3770e6f08b71ea30d2dae70f7d",
+        "train": "bd30a5741ca99179ee8798024024ea2fcdd21f169f2fb660508f2175ed3322a2",
+    },
+    "cpu_process/deepcoder": {
+        "config": "69ec67e4632c9638a238f784aed4bf0c79ec43798c03221dbe88a014e3447903",
+        "train": "bd30a5741ca99179ee8798024024ea2fcdd21f169f2fb660508f2175ed3322a2",
+    },
+    "cpu_process/frozenlake": {
+        "config": "66b636fdf3fa672fc505ea45562710fe600dba6efbf5c2a402450b8ae9430044",
+        "train": "bd30a5741ca99179ee8798024024ea2fcdd21f169f2fb660508f2175ed3322a2",
+    },
+    "cpu_process/intercode_sql": {
+        "config": "6e4c40b8971a9ddad5a9a7eae68135037a805f225b963fd9e9c9dbdcf3a4a529",
+        "train": "bd30a5741ca99179ee8798024024ea2fcdd21f169f2fb660508f2175ed3322a2",
+    },
+}
+
 
 def _sha(x) -> str:
     return hashlib.sha256(json.dumps(x, sort_keys=True, default=str).encode()).hexdigest()
@@ -248,7 +294,9 @@ def test_every_profile_loads_to_the_config_it_loaded_to_at_839d5c0(name):
     cfg = config.load(profile) if series == "None" else config.load(profile, series=series)
     got = {"config": _sha(cfg.to_dict()), "base": base_model.folder_name(cfg), "train": _sha(train_recipe(cfg)),
            "env_settings": _sha(settings(cfg))}  # fmt: skip
-    assert got == BASELINE[name] | SINCE_839D5C0.get(name, {}) | ISSUE_50.get(name, {})
+    assert got == BASELINE[name] | SINCE_839D5C0.get(name, {}) | ISSUE_50.get(name, {}) | ISSUE_51.get(
+        name, {}
+    )
 
 
 def _write(tmp_path: Path, text: str, name: str = "p.yaml") -> Path:

@@ -260,7 +260,12 @@ def _replicate(cfg, agents: dict, tasks, chat, roles=ROLES_NULL) -> dict:
         out["pools"][name], out["errors"][name] = pool, errors
         for key, states, offset in (("t04", pool, 4002), ("t05", errors, 5003)):
             s = Sampling.from_config(cfg.sampling, seed=controls.stream(cfg.seed + offset, k))
-            q = {role: probing.state_quality(agents[agent_of[role]], states, p.g, s) for role in roles}
+            q = {
+                role: probing.state_quality(
+                    agents[agent_of[role]], states, p.g, s, buckets=probing.LENGTH_BUCKETS
+                )
+                for role in roles
+            }
             out[key].append(probing.state_table(states, q).assign(rl_seed=k))
         for role in roles:
             out["cont"][name, role] = probing.continuation_success(

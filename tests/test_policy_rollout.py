@@ -85,6 +85,52 @@ def test_generate_logprobs_match_score(tiny_dir, tasks):
         np.testing.assert_allclose(np.array(s)[m], np.array(t.logprobs[t.prompt_len :])[m], atol=2e-5)
 
 
+def test_repeated_prompts_are_prefilled_once_with_the_same_logprobs(tiny_dir, tasks):
+    """Issue 51: where prompts repeat (the budget-swap probe scores four replies at each prompt), `score` pre-fills
+    each distinct prompt once and reads the replies off its cache: the log-probs of scoring every prompt +
+    continuation as its own sequence, for replies of different lengths and an empty one, over several groups."""
+    pol = HFPolicy.from_pretrained(tiny_dir, score_batch=3)  # 3 distinct prompts per group: several groups
+    chat = ChatFormat(pol.tokenizer)
+    env = fl.FrozenLakeEnv()
+    prompts = [chat.prompt_ids(env.reset(t, r)) for t in tasks[:4] for r in (1, 3)]
+    replies = [chat.action_ids(fl.format_action(a)) for a in range(4)] + [[5], [], chat.encode("<answer>")]
+    p = [ids for ids in prompts for _ in replies]
+    c = replies * len(prompts)
+    shared, plain = pol.score(p, c), pol._score_rows(p, c)
+    assert [len(s) for s in shared] == [len(x) for x in c]
+    for a, b in zip(shared, plain, strict=True):
+        np.testing.assert_allclose(a, b, atol=2e-5)
+    # prompts that never repeat, or are too short to share, take the plain path
+    assert pol.score(prompts[:2], c[:2]) == pol._score_rows(prompts[:2], c[:2])
+
+
+def test_a_text_is_tokenised_once_and_every_caller_gets_its_own_list(tiny_dir):
+    """Issue 51: `ChatFormat.encode` remembers each text's ids per tokenizer (bit-identical to the tokenizer's), and
+    hands out copies, so a rollout that extends one never changes what the next caller reads."""
+    from helpers import rollout as rollout_module
+
+    _, tok = models.load(tiny_dir)
+    chat = ChatFormat(tok)
+    text = fl.render(["SFFF", "FHFH", "FFFH", "HFFG"], 0)
+    first = chat.encode(text)
+    assert first == tok(text, add_special_tokens=False)["input_ids"]
+    first.append(-1)
+    assert chat.encode(text) == first[:-1]
+    assert text in rollout_module._encoded[tok]
+    size = rollout_module.ENCODE_CACHE_SIZE
+    try:  # full memory starts again; none (the benchmark's baseline) calls the tokenizer every time
+        rollout_module.ENCODE_CACHE_SIZE = 1
+        assert (
+            chat.encode("Turns left: 3 of 6.")
+            == tok("Turns left: 3 of 6.", add_special_tokens=False)["input_ids"]
+        )
+        assert list(rollout_module._encoded[tok]) == ["Turns left: 3 of 6."]
+        rollout_module.ENCODE_CACHE_SIZE = 0
+        assert chat.encode(text) == first[:-1]
+    finally:
+        rollout_module.ENCODE_CACHE_SIZE = size
+
+
 def test_carried_cache_equals_reencoding(tiny_dir, tasks):
     cached = HFPolicy.from_pretrained(tiny_dir, prefix_cache=True)
     naive = HFPolicy.from_pretrained(tiny_dir, prefix_cache=False)
@@ -266,6 +312,45 @@ def test_the_cpu_attention_equals_sdpa_with_padding_and_a_carried_cache(tiny_dir
                 steps.append(nxt.logits[:, -1])
         outs[name] = torch.stack(steps)
     torch.testing.assert_close(outs["kit"], outs["sdpa"], rtol=0, atol=1e-5)
+
+
+def test_grouped_query_sdpa_gives_transformers_path_to_the_bit_and_training_keeps_that_path(tiny_dir):
+    """Issue 51: a pre-fill without gradients (a rollout's turn, scoring) calls SDPA with `enable_gqa` instead of
+    copying the keys and values per query group; its logits equal the copying path's exactly. With gradients (SFT,
+    the update) the copying path runs, so the base the kit builds is the one it built before."""
+    from helpers import attention
+
+    model, _ = models.load(tiny_dir)
+    assert model.config.num_attention_heads > model.config.num_key_value_heads  # grouped query heads
+    torch.manual_seed(1)
+    B, L = 4, 24  # longer than attention.MAX_QUERY: the SDPA branch
+    ids = torch.randint(3, 50, (B, L))
+    mask = torch.ones(B, L, dtype=torch.long)
+    mask[:2, :5] = 0
+    pos = (mask.cumsum(-1) - 1).clamp(min=0)
+    calls = []
+    real = torch.nn.functional.scaled_dot_product_attention
+
+    def spy(*args, **kwargs):
+        calls.append(kwargs.get("enable_gqa", False))
+        return real(*args, **kwargs)
+
+    logits = {}
+    try:
+        torch.nn.functional.scaled_dot_product_attention = spy
+        for gqa in (False, True):
+            attention.SDPA_GQA = gqa
+            with torch.no_grad():
+                logits[gqa] = model(input_ids=ids, attention_mask=mask, position_ids=pos).logits
+        n = model.config.num_hidden_layers
+        assert calls == [False] * n + [True] * n  # one call per layer, each path where it should be
+        calls.clear()
+        model(input_ids=ids, attention_mask=mask, position_ids=pos).logits.sum().backward()
+        assert calls == [False] * n
+    finally:
+        attention.SDPA_GQA = True
+        torch.nn.functional.scaled_dot_product_attention = real
+    assert torch.equal(logits[False], logits[True])
 
 
 def test_context_guard_ends_episodes_instead_of_overflowing(tiny_dir, tasks):

@@ -1,0 +1,267 @@
+"""Issue 51's speed-ups, each against the code before it, in one process on the committed cpu base.
+
+    .venv/bin/python benchmarks/speed.py [--repeats 3] [--only update probe ...] [--json benchmarks/speed.json]
+
+Every case times the old path and the new one alternately (`--repeats` times each, one torch thread, as a training
+worker or an evaluation worker runs), reports the median of each and their ratio (new / old: below 1 is faster),
+and says whether the new path's records are bit-identical to the old one's or, where they are not, how far apart
+they are:
+
+* `update`: one GRPO update (`ppo.ppo_update`) on one RL step's 64 trajectories, the minibatch cut into
+  micro-batches of 32 (before) or 8 (`train.micro_batch_size` in configs/cpu.yaml now), from the same weights and
+  AdamW state; the gradient is the same sum in another order, so the weights after the step differ by rounding.
+* `attention`: one evaluation rollout (100 test maps x 8 samples at T_max, as notebook 02 evaluates a model) with
+  the per-turn pre-fill's attention through transformers' SDPA path, which copies the keys and values once per
+  query group (before), against SDPA with `enable_gqa` (`attention.SDPA_GQA`); the same trajectories.
+* `probe`: the budget-swap probe's scoring of four replies at each opening prompt of 40 test maps (every budget):
+  every prompt + reply as its own sequence (`HFPolicy._score_rows`, before) against each distinct prompt pre-filled
+  once (`HFPolicy.score` now); log-probs equal to rounding.
+* `monitor`: the training monitor's R_single on the probe pool (`probing.state_quality`, 128 states x 4 samples):
+  one call padded to the longest prompt (before) against four calls by prompt length (`probing.LENGTH_BUCKETS`);
+  other random draws, the same estimand: both means are printed.
+* `tokenise`: one scripted player's evaluation as notebook 02's instrument section runs it (every budget), with the
+  tokenizer called on every observation (`rollout.ENCODE_CACHE_SIZE = 0`, before) and with each distinct text
+  tokenised once; bit-identical records.
+* `instrument`: notebook 02's instrument section on scripted players at 20 test maps (`instrument.success_by_budget`),
+  one worker (before) against `eval.workers` 2; bit-identical table. Needs two idle cores to show its gain.
+
+The numbers depend on the machine and its load; the ratios are what to compare (README, Speed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from helpers import (
+    attention,
+    base_model,
+    budget,
+    budget_reading,
+    config,
+    instrument,
+    models,
+    probing,
+    rollout,
+    store,
+)
+from helpers.budget import task_budgets
+from helpers.envs import frozenlake as fl
+from helpers.envs import load_tasks, settings
+from helpers.policy import HFPolicy, Sampling
+from helpers.ppo import ppo_update
+from helpers.rl_runs import probe_pool
+
+CASES = ("update", "attention", "probe", "monitor", "tokenise", "instrument")
+
+
+def alternate(old: Callable, new: Callable, repeats: int) -> tuple[float, float, object, object]:
+    """Median seconds of `old()` and `new()` run alternately `repeats` times each, and the last result of each."""
+    times: dict[str, list[float]] = {"old": [], "new": []}
+    out = {}
+    for _ in range(repeats):
+        for key, fn in (("old", old), ("new", new)):
+            t0 = time.perf_counter()
+            out[key] = fn()
+            times[key].append(time.perf_counter() - t0)
+    return statistics.median(times["old"]), statistics.median(times["new"]), out["old"], out["new"]
+
+
+def case_update(cfg, repeats: int) -> dict:
+    model, tok = models.load_trainable(base_model.path_of(cfg), device="cpu")
+    ref, _ = models.load(base_model.path_of(cfg), device="cpu", dtype=cfg.model.dtype)
+    tasks = load_tasks(cfg.env.name, "train", seed=cfg.seed, **settings(cfg))
+    rng = np.random.default_rng([0, 1])
+    idx = rng.choice(len(tasks), size=cfg.train.tasks_per_step, replace=False)
+    step = [tasks[i] for i in idx]
+    trajs = rollout.rollout(
+        HFPolicy(model, tok),
+        cfg.env.name,
+        step,
+        task_budgets("budgetmix", [t.t_max for t in step], rng),
+        cfg.train.group_size,
+        Sampling.from_config(cfg.sampling),
+        seed=1,
+        step_quality=False,
+    )
+    weights = copy.deepcopy(model.state_dict())
+
+    def update(micro: int):
+        def run():
+            model.load_state_dict(weights)
+            opt = torch.optim.AdamW(model.parameters(), lr=cfg.train.lr, weight_decay=cfg.train.weight_decay)
+            c = config.load(cfg.profile, train={"micro_batch_size": micro})
+            ppo_update(model, ref, opt, trajs, c, np.random.default_rng(0))
+            return [p.detach().clone() for p in model.parameters()]
+
+        return run
+
+    old_s, new_s, a, b = alternate(update(32), update(8), repeats)
+    delta = max(float((x - y).abs().max()) for x, y in zip(a, b, strict=True))
+    return {
+        "old_s": old_s,
+        "new_s": new_s,
+        "identical": delta == 0.0,
+        "note": f"max |weight delta| {delta:.1e}",
+    }
+
+
+def case_attention(cfg, repeats: int) -> dict:
+    policy = HFPolicy.from_pretrained(base_model.path_of(cfg))
+    tasks = load_tasks(cfg.env.name, "test", n=cfg.eval.n_tasks, seed=cfg.seed, **settings(cfg))
+    sampling = Sampling.from_config(cfg.sampling)
+
+    def evaluate(gqa: bool):
+        def run():
+            attention.SDPA_GQA = gqa
+            try:
+                trajs = rollout.rollout(
+                    policy,
+                    cfg.env.name,
+                    tasks,
+                    [t.t_max for t in tasks],
+                    cfg.eval.n_samples,
+                    sampling,
+                    seed=3,
+                    step_quality=False,
+                )
+            finally:
+                attention.SDPA_GQA = True
+                policy.reset_cache()
+            return [t.token_ids for t in trajs]
+
+        return run
+
+    old_s, new_s, a, b = alternate(evaluate(False), evaluate(True), repeats)
+    return {
+        "old_s": old_s,
+        "new_s": new_s,
+        "identical": a == b,
+        "note": f"{len(a)} trajectories (token ids compared)",
+    }
+
+
+def case_probe(cfg, repeats: int) -> dict:
+    policy = HFPolicy.from_pretrained(base_model.path_of(cfg))
+    chat = rollout.ChatFormat(policy.tokenizer, policy.chat_kwargs)
+    tasks = load_tasks(cfg.env.name, "test", n=40, seed=cfg.seed, **settings(cfg))
+    prompts = budget_reading.opening_prompts(tasks, chat)
+    replies = [chat.action_ids(fl.format_action(a)) for a in range(4)]
+    p = [ids for ids in prompts.values() for _ in range(4)]
+    c = replies * len(prompts)
+    old_s, new_s, a, b = alternate(lambda: policy._score_rows(p, c), lambda: policy.score(p, c), repeats)
+    delta = max(abs(x - y) for ra, rb in zip(a, b, strict=True) for x, y in zip(ra, rb, strict=True))
+    return {
+        "old_s": old_s,
+        "new_s": new_s,
+        "identical": delta == 0.0,
+        "note": f"{len(prompts)} prompts x 4 replies; max |log-prob delta| {delta:.1e}",
+    }
+
+
+def case_monitor(cfg, repeats: int) -> dict:
+    policy = HFPolicy.from_pretrained(base_model.path_of(cfg))
+    probes = probe_pool(cfg, policy)
+    sampling = Sampling.from_config(cfg.sampling).replace(seed=31)
+    k = cfg.train.probe_samples
+
+    def quality(buckets: int):
+        def run():
+            q = probing.state_quality(policy, probes, k, sampling, buckets=buckets)
+            policy.reset_cache()
+            return float(np.nanmean(q))
+
+        return run
+
+    old_s, new_s, a, b = alternate(quality(1), quality(probing.LENGTH_BUCKETS), repeats)
+    return {
+        "old_s": old_s,
+        "new_s": new_s,
+        "identical": False,
+        "note": f"{len(probes)} states x {k}; other draws: mean quality {a:.3f} (one call), {b:.3f} "
+        f"({probing.LENGTH_BUCKETS} buckets)",
+    }
+
+
+def case_tokenise(cfg, repeats: int) -> dict:
+    tok = instrument.tokenizer(cfg)
+    tasks = load_tasks(cfg.env.name, "test", n=cfg.eval.n_tasks, seed=cfg.seed, **settings(cfg))
+
+    cells = budget.fraction_cells(tasks, cfg.eval.budget_fractions)
+    sampling = Sampling.from_config(cfg.sampling)
+    size = rollout.ENCODE_CACHE_SIZE
+
+    def evaluate(memory: int):
+        def run():
+            rollout.ENCODE_CACHE_SIZE = memory
+            rollout._encoded.clear()  # every run starts cold
+            try:
+                return instrument._player_records(cfg, tok, "demonstrator", 0, cells, sampling)
+            finally:
+                rollout.ENCODE_CACHE_SIZE = size
+
+        return run
+
+    old_s, new_s, a, b = alternate(evaluate(0), evaluate(size), repeats)
+    return {"old_s": old_s, "new_s": new_s, "identical": a == b, "note": f"{len(a)} trajectories"}
+
+
+def case_instrument(cfg, repeats: int) -> dict:
+    tok = instrument.tokenizer(cfg)
+    one = config.load(cfg.profile, eval={"n_tasks": 20, "workers": 1})
+    two = config.load(cfg.profile, eval={"n_tasks": 20, "workers": 2})
+    old_s, new_s, a, b = alternate(
+        lambda: instrument.success_by_budget(one, tok),
+        lambda: instrument.success_by_budget(two, tok),
+        repeats,
+    )
+    return {
+        "old_s": old_s,
+        "new_s": new_s,
+        "identical": bool(a.equals(b)),
+        "note": "20 test maps, 1 vs 2 workers",
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--profile", default="cpu")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--only", nargs="*", choices=CASES, default=list(CASES))
+    ap.add_argument("--json", type=Path, default=None, help="also write the rows here (atomically)")
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    cfg = config.load(args.profile)
+    if not base_model.is_built(cfg):
+        print(f"no built base for {args.profile}: run notebook 00 (or make reproduce) first", file=sys.stderr)
+        return 1
+    rows = {}
+    for name in args.only:
+        r = globals()[f"case_{name}"](cfg, args.repeats)
+        r["ratio"] = r["new_s"] / r["old_s"]
+        rows[name] = r
+        same = "bit-identical" if r["identical"] else "not bit-identical"
+        print(
+            f"{name:11s} old {r['old_s']:7.2f} s  new {r['new_s']:7.2f} s  ratio {r['ratio']:.2f}  {same}; "
+            f"{r['note']}",
+            flush=True,
+        )
+    if args.json:
+        payload = {"profile": args.profile, "repeats": args.repeats, "threads": 1, "cases": rows}
+        store.write_atomic(args.json, json.dumps(payload, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

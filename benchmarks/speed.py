@@ -13,6 +13,8 @@ they are:
 * `attention`: one evaluation rollout (100 test maps x 8 samples at T_max, as notebook 02 evaluates a model) with
   the per-turn pre-fill's attention through transformers' SDPA path, which copies the keys and values once per
   query group (before), against SDPA with `enable_gqa` (`attention.SDPA_GQA`); the same trajectories.
+* `chunks`: the same evaluation rollout generated as one batch of 800 trajectories (before) against chunks of
+  `policy.ROLLOUT_ROWS` one after the other (an HF policy's `rollout_rows` on the CPU); other random draws past the first chunk: both successes are printed.
 * `probe`: the budget-swap probe's scoring of four replies at each opening prompt of 40 test maps (every budget):
   every prompt + reply as its own sequence (`HFPolicy._score_rows`, before) against each distinct prompt pre-filled
   once (`HFPolicy.score` now); log-probs equal to rounding.
@@ -63,7 +65,7 @@ from helpers.policy import HFPolicy, Sampling
 from helpers.ppo import ppo_update
 from helpers.rl_runs import probe_pool
 
-CASES = ("update", "attention", "probe", "monitor", "tokenise", "instrument")
+CASES = ("update", "attention", "chunks", "probe", "monitor", "tokenise", "instrument")
 
 
 def alternate(old: Callable, new: Callable, repeats: int) -> tuple[float, float, object, object]:
@@ -149,6 +151,43 @@ def case_attention(cfg, repeats: int) -> dict:
         "new_s": new_s,
         "identical": a == b,
         "note": f"{len(a)} trajectories (token ids compared)",
+    }
+
+
+def case_chunks(cfg, repeats: int) -> dict:
+    policy = HFPolicy.from_pretrained(base_model.path_of(cfg))
+    tasks = load_tasks(cfg.env.name, "test", n=cfg.eval.n_tasks, seed=cfg.seed, **settings(cfg))
+    sampling = Sampling.from_config(cfg.sampling)
+    rows = policy.rollout_rows
+
+    def evaluate(chunk: int | None):
+        def run():
+            policy.rollout_rows = chunk
+            try:
+                trajs = rollout.rollout(
+                    policy,
+                    cfg.env.name,
+                    tasks,
+                    [t.t_max for t in tasks],
+                    cfg.eval.n_samples,
+                    sampling,
+                    seed=3,
+                    step_quality=False,
+                )
+            finally:
+                policy.rollout_rows = rows
+                policy.reset_cache()
+            return float(np.mean([t.success for t in trajs]))
+
+        return run
+
+    n = len(tasks) * cfg.eval.n_samples
+    old_s, new_s, a, b = alternate(evaluate(None), evaluate(rows), repeats)
+    return {
+        "old_s": old_s,
+        "new_s": new_s,
+        "identical": False,
+        "note": f"{n} trajectories, chunks of {rows}; other draws: success {a:.3f} (one batch), {b:.3f} (chunks)",
     }
 
 

@@ -144,6 +144,7 @@ class LastTurnContext:
         self.tokenizer = policy.tokenizer
         self.eos_token_id = policy.eos_token_id
         self.chat_kwargs = getattr(policy, "chat_kwargs", None)
+        self.rollout_rows = getattr(policy, "rollout_rows", None)
         # the tokens that open a user turn, e.g. <|im_start|> user
         self._marker = chat.encode(chat.obs_prefix.lstrip("\n").split("\n")[0])
 
@@ -273,7 +274,7 @@ def rollout(
             )
             envs.append(env)
 
-    _lock_step(policy, chat, trajs, envs, sampling, seed, step_quality)
+    _in_chunks(policy, chat, trajs, envs, sampling, seed, step_quality)
     return trajs
 
 
@@ -322,8 +323,27 @@ def continue_from(
                 )
             )
             envs.append(env)
-    _lock_step(policy, chat, trajs, envs, sampling, seed, step_quality=False)
+    _in_chunks(policy, chat, trajs, envs, sampling, seed, step_quality=False)
     return trajs
+
+
+def chunk_seed(seed: int, chunk: int) -> int:
+    """The sampling seed of chunk `chunk` of a rollout seeded `seed`: chunk 0 keeps `seed` (a rollout of one chunk
+    draws as it always did), every other chunk has a stream of its own."""
+    if chunk == 0:
+        return int(seed)
+    return int.from_bytes(hashlib.sha256(f"{seed}|chunk {chunk}".encode()).digest()[:4], "little")
+
+
+def _in_chunks(policy, chat, trajs, envs, sampling, seed, step_quality) -> None:
+    """`_lock_step` over the policy's `rollout_rows` trajectories at a time (all at once where it has none), chunk c
+    sampling on `chunk_seed(.., c)`."""
+    size = getattr(policy, "rollout_rows", None) or max(len(trajs), 1)
+    base = sampling.seed if sampling.seed is not None else seed
+    for c, start in enumerate(range(0, len(trajs), size)):
+        rows = slice(start, start + size)
+        chunk = sampling if c == 0 else sampling.replace(seed=chunk_seed(base, c))
+        _lock_step(policy, chat, trajs[rows], envs[rows], chunk, seed, step_quality)
 
 
 # Tokens a policy with a `max_context` keeps free beyond a whole turn: the end-of-turn token the kit appends to a reply

@@ -131,6 +131,33 @@ def test_a_text_is_tokenised_once_and_every_caller_gets_its_own_list(tiny_dir):
         rollout_module.ENCODE_CACHE_SIZE = size
 
 
+def test_a_large_rollout_runs_in_chunks_that_keep_its_order_and_draw_their_own_streams(tiny_dir, tasks):
+    """Issue 51: past its `rollout_rows` (`policy.ROLLOUT_ROWS` for an HF policy on the CPU) a rollout runs in chunks;
+    the first chunk is exactly what a rollout of its tasks alone gives, the trajectories come back grouped by task,
+    and later chunks sample on streams of their own (`chunk_seed`). (Not the draws of one batch: a sampler's draws
+    depend on the batch it samples.) A policy without `rollout_rows` (vLLM, a scripted player) takes one batch."""
+    from helpers import policy as policy_module
+    from helpers import rollout as rollout_module
+
+    pol = HFPolicy.from_pretrained(tiny_dir)
+    assert pol.rollout_rows == policy_module.ROLLOUT_ROWS
+    sampling = Sampling(1.0, 1.0, 6)
+    pol.rollout_rows = 4  # 3 tasks x 2 samples: chunks of 4, 2
+    chunked = rollout(pol, "frozenlake", tasks[:3], 4, 2, sampling, seed=5)
+    first = rollout(pol, "frozenlake", tasks[:2], 4, 2, sampling, seed=5)
+    pol.rollout_rows = None
+    whole = rollout(pol, "frozenlake", tasks[:3], 4, 2, sampling, seed=5)
+    assert (
+        [t.task_id for t in chunked]
+        == [t.task_id for t in whole]
+        == [t.task_id for t in tasks[:3] for _ in "ab"]
+    )
+    assert [t.token_ids for t in chunked[:4]] == [t.token_ids for t in first]
+    assert (
+        rollout_module.chunk_seed(5, 0) == 5 and len({rollout_module.chunk_seed(5, c) for c in range(4)}) == 4
+    )
+
+
 def test_carried_cache_equals_reencoding(tiny_dir, tasks):
     cached = HFPolicy.from_pretrained(tiny_dir, prefix_cache=True)
     naive = HFPolicy.from_pretrained(tiny_dir, prefix_cache=False)

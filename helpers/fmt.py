@@ -102,6 +102,16 @@ def verdict(v: dict, digits: int = 1, scale: float = 1.0, unit: str = "") -> str
     return f"{est} ({side(v['low'], v['high'])}; MDE {number(v['mde'], digits, scale)})"
 
 
+AS_PAPER = "as in the paper (its value lies inside this run's interval)"
+NOT_AS_PAPER = "not as in the paper (its value lies outside this run's interval)"
+
+
+def against_paper(paper_value: float, low: float, high: float) -> str:
+    """The agreement with the paper said outright, the same way everywhere: whether the paper's value lies inside
+    this run's interval (`AS_PAPER`) or outside it (`NOT_AS_PAPER`)."""
+    return AS_PAPER if low <= paper_value <= high else NOT_AS_PAPER
+
+
 def joined(values: Sequence[float] | dict, digits: int = 2, **kw) -> str:
     """Values in a row: `0.30 / 0.59 / 0.74 / 0.82` (a dict's values in its order)."""
     vals = values.values() if isinstance(values, dict) else values

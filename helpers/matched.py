@@ -186,9 +186,10 @@ def win_table(r: Probe) -> pd.DataFrame:
 
 
 def comparison_row(d: dict) -> dict:
-    """One comparison of `probing.seed_summary` as a table column."""
+    """One comparison of `probing.seed_summary` as a table column: the descriptive intervals (seeds-then-states) of
+    the win rate and the mean difference, labelled so (`fmt.HEADERS`), beside the verdict's paired interval."""
     row = {k: d[k] for k in ("better", "tie", "worse")} | dict(
-        zip(("low", "high"), d["better_ci"], strict=True)
+        zip(("better_low", "better_high"), d["better_ci"], strict=True)
     )
     row |= {"mean_diff": d.get("mean_diff"), "diff_low": d.get("mean_diff_ci", [None])[0],
             "diff_high": d.get("mean_diff_ci", [None, None])[1]}  # fmt: skip

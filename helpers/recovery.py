@@ -239,6 +239,15 @@ def summary(cfg: Config, r: Recovery) -> dict:
     }
 
 
+def _paper_gap(m: dict) -> str:
+    """The paper's RL-minus-base continuation gap judged outright against this run's paired interval ("" without
+    one)."""
+    v, pp = m.get("continuation_paired", {}).get("rl - base"), m["paper"]
+    if not v:
+        return ""
+    return f"; its RL-minus-base gap against this run's paired interval: {fmt.against_paper(pp['continuation_rl'] - pp['continuation_base'], v['low'], v['high'])}"
+
+
 def findings(m: dict) -> list[str]:
     """The 'what this run found' section of notebook 05, from its metrics.json."""
     if "skipped" in m:
@@ -284,7 +293,7 @@ def findings(m: dict) -> list[str]:
         "- **Continuation success** from the same error states: "
         + "; ".join(f"{k} {fmt.percent(v['success'])}" for k, v in cont.items())
         + f"; structural upper bound {fmt.percent(m['continuation_upper_bound']['mean'])} (paper, {where}: RL "
-        f"{fmt.percent(pp['continuation_rl'])} vs base {fmt.percent(pp['continuation_base'])})."
+        f"{fmt.percent(pp['continuation_rl'])} vs base {fmt.percent(pp['continuation_base'])}{_paper_gap(m)})."
     )  # fmt: skip
     paired = m.get("continuation_paired", {})
     for k, v in m["continuation_difference"].items():

@@ -618,6 +618,23 @@ def gain_cells(m: dict, comparison: str) -> str:
     return " / ".join(fmt.estimate(g[f], ci[f], digits=1, signed=True) for f in g)
 
 
+def paper_agreement(m: dict) -> str:
+    """BudgetMix minus GRPO against the paper's gains, said outright per budget: where the paper's gain lies inside
+    this run's paired interval (as in the paper) and where outside (not as in the paper); "" without paired verdicts."""
+    paired, paper_gain = (
+        m.get("gains_paired", {}).get("budgetmix - grpo"),
+        m["paper"]["budgetmix_minus_grpo_points"],
+    )
+    if not paired:
+        return ""
+    inside = [f for f, v in paired.items() if f in paper_gain and v["low"] <= paper_gain[f] <= v["high"]]
+    outside = [f for f in paired if f in paper_gain and f not in inside]
+    return (
+        f"; as in the paper (its gain inside this run's paired interval) at {', '.join(inside) or 'no budget'}, "
+        f"not as in the paper at {', '.join(outside) or 'no budget'} of T_max"
+    )
+
+
 def fraction_label(fractions) -> str:
     """Fractions of T_max in percent: `25 / 50 / 75 / 100`."""
     return " / ".join(fmt.number(float(f), 0, scale=100) for f in fractions)
@@ -642,8 +659,16 @@ def findings(m: dict) -> list[str]:
         f"- **Sharpened base:** temperature {sh['temperature']:g}, chosen on {sh['n_tasks']} training {units} (base "
         f"{fmt.number(sh['success'].get(str(sh['temperature']), float('nan')))} against GRPO's "
         f"{fmt.number(sh['target'])} at T_max).",
-        f"- **BudgetMix minus GRPO:** {gain_cells(m, 'budgetmix - grpo')} points (paper, mean of 4 tasks: "
+        "- **BudgetMix minus GRPO:** "
+        + (
+            f"{fmt.joined(m['gains_points']['budgetmix - grpo'], 1, sign=True)} points, the verdicts paired by seed "
+            "below"
+            if "gains_paired" in m
+            else f"{gain_cells(m, 'budgetmix - grpo')} points"
+        )
+        + " (paper, mean of 4 tasks: "
         + fmt.joined(m["paper"]["budgetmix_minus_grpo_points"], 1, sign=True)
+        + paper_agreement(m)
         + ").",
     ]
     if "gains_paired" in m:
@@ -652,9 +677,15 @@ def findings(m: dict) -> list[str]:
         lines += _bootstrap_findings(m)
     rs = {k: v for k, v in m["r_single_change"].items() if measured(v)}
     if len(rs) == 2:
+        grpo_side, mix_side = fmt.side(*rs["grpo"]["change_ci"]), fmt.side(*rs["budgetmix"]["change_ci"])
+        grpo_word = {"below 0": "as in the paper", "above 0": "not as in the paper"}.get(
+            grpo_side, "this sample cannot tell whether it degrades, as the paper says"
+        )
+        mix_word = "not as in the paper" if mix_side == "below 0" else "as in the paper"
         lines.append(
-            f"- **R_single on own states** over training: GRPO {change(rs['grpo'])}, BudgetMix "
-            f"{change(rs['budgetmix'])} (paper: degrades under full-budget RL, stable or better under BudgetMix)."
+            f"- **R_single on own states** over training (paper: degrades under full-budget RL, stable or better "
+            f"under BudgetMix): GRPO {change(rs['grpo'])}, interval {grpo_side}: {grpo_word}; BudgetMix "
+            f"{change(rs['budgetmix'])}, interval {mix_side}: {mix_word}."
         )
     else:
         lines.append(
@@ -761,7 +792,7 @@ def paired_findings(m: dict) -> list[str]:
             continue
         up, down = _sides(m, c)
         lines.append(
-            f"- **{c}** ({label}): {gain_cells(m, c)} points; paired by seed {paired_cells(m, c)}: the interval is "
+            f"- **{c}** ({label}), paired by seed: {paired_cells(m, c)} (points): the interval is "
             f"above 0 (RL beats the sharpened base) at {', '.join(up) or 'no budget'}"
             + (f" and below 0 at {', '.join(down)}" if down else "")
             + " of T_max."

@@ -142,7 +142,10 @@ def findings(m: dict) -> list[str]:
             continue
         d = g[key]
         paper_txt = (
-            f" (paper, DeepCoder-MT: {fmt.signed(p[key + '_change'])})" if key + "_change" in p else ""
+            f" (paper, DeepCoder-MT: {fmt.signed(p[key + '_change'])}: "
+            f"{fmt.against_paper(p[key + '_change'], *d['change_ci'])})"
+            if key + "_change" in p
+            else ""
         )
         lines.append(
             f"- **{label}:** {fmt.number(d['start'])} -> {fmt.number(d['end'])}, change {change(d)}, interval "

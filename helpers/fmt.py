@@ -102,6 +102,16 @@ def verdict(v: dict, digits: int = 1, scale: float = 1.0, unit: str = "") -> str
     return f"{est} ({side(v['low'], v['high'])}; MDE {number(v['mde'], digits, scale)})"
 
 
+AS_PAPER = "as in the paper (its value lies inside this run's interval)"
+NOT_AS_PAPER = "not as in the paper (its value lies outside this run's interval)"
+
+
+def against_paper(paper_value: float, low: float, high: float) -> str:
+    """The agreement with the paper said outright, the same way everywhere: whether the paper's value lies inside
+    this run's interval (`AS_PAPER`) or outside it (`NOT_AS_PAPER`)."""
+    return AS_PAPER if low <= paper_value <= high else NOT_AS_PAPER
+
+
 def joined(values: Sequence[float] | dict, digits: int = 2, **kw) -> str:
     """Values in a row: `0.30 / 0.59 / 0.74 / 0.82` (a dict's values in its order)."""
     vals = values.values() if isinstance(values, dict) else values
@@ -135,10 +145,12 @@ HEADERS = {
     "n_seeds": "seeds",
     "upper_bound": "structural upper bound",
     "mean_diff": "mean difference",
-    "diff_low": "difference low",
-    "diff_high": "difference high",
-    "t_low": "t-interval low",
-    "t_high": "t-interval high",
+    "better_low": "better low (descriptive)",
+    "better_high": "better high (descriptive)",
+    "diff_low": "difference low (descriptive)",
+    "diff_high": "difference high (descriptive)",
+    "t_low": "verdict low (paired by seed)",
+    "t_high": "verdict high (paired by seed)",
     "mde": "minimum detectable effect",
     "ci": "interval",
     "per_seed": "per seed",

@@ -188,9 +188,10 @@ def win_table(r: Probe) -> pd.DataFrame:
 
 
 def comparison_row(d: dict) -> dict:
-    """One comparison of `probing.seed_summary` as a table column."""
+    """One comparison of `probing.seed_summary` as a table column: the descriptive intervals (seeds-then-states) of
+    the win rate and the mean difference, labelled so (`fmt.HEADERS`), beside the verdict's paired interval."""
     row = {k: d[k] for k in ("better", "tie", "worse")} | dict(
-        zip(("low", "high"), d["better_ci"], strict=True)
+        zip(("better_low", "better_high"), d["better_ci"], strict=True)
     )
     row |= {"mean_diff": d.get("mean_diff"), "diff_low": d.get("mean_diff_ci", [None])[0],
             "diff_high": d.get("mean_diff_ci", [None, None])[1]}  # fmt: skip
@@ -238,8 +239,15 @@ def summary(cfg: Config, r: Probe) -> dict:
 
 
 def win(d: dict) -> str:
-    """A win rate and its interval in percent: `61.0 % [52.1, 69.3]`."""
+    """A win rate and its interval in percent: `61.0 % [52.1, 69.3]` (for tables; findings prose gives the win rate
+    alone, `fmt.percent`, and decides by the paired interval of wins minus losses)."""
     return fmt.entry(d, "better", digits=1, scale=100, unit="%")
+
+
+def against_paper(d: dict, paper_value: float, where: str) -> str:
+    """The paper's win rate beside this run's, with the agreement said outright: whether the paper's value lies
+    inside this run's interval over seeds and states (the notebook's table shows it)."""
+    return f"paper, {where}: {fmt.percent(paper_value)}: {fmt.against_paper(paper_value, *d['better_ci'])}"
 
 
 LABELS = {"rl_vs_base": "RL minus base", "rl_vs_sharp": "RL minus sharpened base",
@@ -278,11 +286,16 @@ def difference_findings(m: dict, key: str = "matched_states", where: str = "live
                               "beyond sharpening"}.get(fmt.side(v["low"], v["high"]),
                                                        "decoded alike, this sample cannot tell RL's per-step gain from "
                                                        "sharpening (an effect below the MDE could be missed)")  # fmt: skip
+        judged = (
+            halves(sym, "sharp")
+            if sym.get("net_win_paired")
+            else [f"on average: {difference(sym)}: {reading}"]
+        )
         lines.append(
             f"- **Symmetric control** (RL decoded at the sharpened base's temperature "
-            f"{m['sharpened_temperature']:g}, against the sharpened base): better at {win(sym)}, tie "
-            f"{fmt.percent(sym['tie'])}, worse {fmt.percent(sym['worse'])}; mean difference {difference(sym)}: "
-            f"{reading}."
+            f"{m['sharpened_temperature']:g}, against the sharpened base), on the same two halves: "
+            + "; ".join(judged)
+            + "."
         )
     return lines
 
@@ -373,13 +386,17 @@ def findings(m: dict) -> list[str]:
     rb = s["rl_vs_base"]
     lines = [
         f"Matched states per GRPO seed: {s['n_states_per_seed']} (of them dead, left out: {s['n_dead_per_seed']}); "
-        f"G = {m['g']} actions per policy and state; means over {s['n_seeds']} seeds, 95 % intervals over seeds "
-        "and states.",
-        f"- **RL better than the base** at {win(rb)} of live states (tie {fmt.percent(rb['tie'])}, worse "
-        f"{fmt.percent(rb['worse'])}); paper, {where}: {fmt.percent(m['paper'][reported])}.",
+        f"G = {m['g']} actions per policy and state; means over {s['n_seeds']} seeds; each verdict's 95 % "
+        "interval is paired by seed.",
+        f"- **RL better than the base** at {fmt.percent(rb['better'])} of live states (tie {fmt.percent(rb['tie'])}, "
+        f"worse {fmt.percent(rb['worse'])}; {against_paper(rb, m['paper'][reported], where)}).",
         f"- **RL better than the sharpened base** (temperature {m['sharpened_temperature']:g}) at "
-        f"{win(s['rl_vs_sharp'])}; the sharpened base better than the base at {win(s['sharp_vs_base'])}.",
-        "- **Mean quality** (live states): " + "; ".join(f"{k} {fmt.entry(v)}" for k, v in q.items()) + ".",
+        f"{fmt.percent(s['rl_vs_sharp']['better'])}; the sharpened base better than the base at "
+        f"{fmt.percent(s['sharp_vs_base']['better'])} (the verdicts: wins minus losses and the mean difference, "
+        "paired by seed, below; the win rates' own intervals are in the table above).",
+        "- **Mean quality** (live states): "
+        + "; ".join(f"{k} {fmt.number(v['mean'])}" for k, v in q.items())
+        + ".",
     ]
     lines += claim(s)
     if (s["rl_vs_base"].get("paired") or None) is not None:

@@ -239,6 +239,15 @@ def summary(cfg: Config, r: Recovery) -> dict:
     }
 
 
+def _paper_gap(m: dict) -> str:
+    """The paper's RL-minus-base continuation gap judged outright against this run's paired interval ("" without
+    one)."""
+    v, pp = m.get("continuation_paired", {}).get("rl - base"), m["paper"]
+    if not v:
+        return ""
+    return f"; its RL-minus-base gap against this run's paired interval: {fmt.against_paper(pp['continuation_rl'] - pp['continuation_base'], v['low'], v['high'])}"
+
+
 def findings(m: dict) -> list[str]:
     """The 'what this run found' section of notebook 05, from its metrics.json."""
     if "skipped" in m:
@@ -248,10 +257,10 @@ def findings(m: dict) -> list[str]:
     cont = {r["model"]: r for r in m["continuation"]}
     lines = [
         f"Error states per GRPO seed: {m['n_error_states_per_seed']} (dead, left out: {s['n_dead_per_seed']}); "
-        "means over seeds, 95 % intervals over seeds and states.",
-        f"- **RL picks the better next action** than the base at {matched.win(s['rl_vs_base'])} of live error "
-        f"states (paper, {where}: {fmt.percent(pp['rl_superior_action'])}), than the sharpened base at "
-        f"{matched.win(s['rl_vs_sharp'])}.",
+        "means over seeds; each verdict's 95 % interval is paired by seed.",
+        f"- **RL picks the better next action** than the base at {fmt.percent(s['rl_vs_base']['better'])} of live "
+        f"error states ({matched.against_paper(s['rl_vs_base'], pp['rl_superior_action'], where)}), than the "
+        f"sharpened base at {fmt.percent(s['rl_vs_sharp']['better'])} (verdicts paired by seed below).",
     ]
     if (s["rl_vs_base"].get("paired") or None) is not None:
         lines += matched.difference_findings(m, "superior_action", "live error states")
@@ -265,10 +274,14 @@ def findings(m: dict) -> list[str]:
         lo_hi = (paired["low"], paired["high"]) if paired else d["ci"]  # paired by seed where recorded
         verdict = {"above 0": "higher at error states: RL's advantage concentrates there",
                    "below 0": "lower at error states"}.get(fmt.side(*lo_hi), "not distinguishable at this sample size")  # fmt: skip
-        extra = f"; paired by seed {fmt.verdict(paired, scale=100)} points" if paired else ""
-        lines.append(f"- **Concentration** (win rate over {label}, error states minus matched states): "
-                     f"{fmt.entry(d, 'error_minus_matched', 'ci', digits=1, scale=100, signed=True, unit='points')}"
-                     f"{extra}: {verdict}.")  # fmt: skip
+        said = (
+            f"paired by seed {fmt.verdict(paired, scale=100)} points"
+            if paired
+            else fmt.entry(d, "error_minus_matched", "ci", digits=1, scale=100, signed=True, unit="points")
+        )
+        lines.append(
+            f"- **Concentration** (win rate over {label}, error states minus matched states): {said}: {verdict}."
+        )
     if any(k in c for k in labels):
         lines.append(
             "  Read with the depth confound: an error state is injected one step after a state drawn like the matched "
@@ -278,10 +291,9 @@ def findings(m: dict) -> list[str]:
         )
     lines.append(
         "- **Continuation success** from the same error states: "
-        + "; ".join(f"{k} {fmt.estimate(v['success'], (v['low'], v['high']), 1, 100, unit='%')}"
-                    for k, v in cont.items())
+        + "; ".join(f"{k} {fmt.percent(v['success'])}" for k, v in cont.items())
         + f"; structural upper bound {fmt.percent(m['continuation_upper_bound']['mean'])} (paper, {where}: RL "
-        f"{fmt.percent(pp['continuation_rl'])} vs base {fmt.percent(pp['continuation_base'])})."
+        f"{fmt.percent(pp['continuation_rl'])} vs base {fmt.percent(pp['continuation_base'])}{_paper_gap(m)})."
     )  # fmt: skip
     paired = m.get("continuation_paired", {})
     for k, v in m["continuation_difference"].items():
@@ -290,6 +302,8 @@ def findings(m: dict) -> list[str]:
             lines.append(f"- **{k}** (continuation): {fmt.entry(v, digits=1, scale=100, signed=True, unit='points')}, "
                          f"interval {fmt.side(*v['ci'])}.")  # fmt: skip
         else:
-            lines.append(f"- **{k}** (continuation): {fmt.entry(v, digits=1, scale=100, signed=True, unit='points')}; "
-                         f"paired by seed {fmt.verdict(p, scale=100)} points: interval {fmt.side(p['low'], p['high'])}.")  # fmt: skip
+            lines.append(
+                f"- **{k}** (continuation): paired by seed {fmt.verdict(p, scale=100)} points: interval "
+                f"{fmt.side(p['low'], p['high'])}."
+            )
     return lines

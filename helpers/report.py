@@ -31,6 +31,7 @@ from helpers import (
     paper,
     pass_kt,
     recovery,
+    remember,
     store,
     supervision,
     testbed,
@@ -207,7 +208,9 @@ def findings(profile: str, notebook: str) -> str:
     calibration = instrument_lines(m)
     opening = budget_reading.headline(m) if notebook == "02_budgetmix_training" else ""
     head = [opening, ""] if opening else []  # 02 opens with what its evidence says together
-    return fmt.no_negative_zero("\n".join(head + reported_lines(m) + calibration + FINDINGS[notebook](m)))
+    first = remember.lines(notebook, m)  # three plain lines, then the long findings
+    body = head + reported_lines(m) + calibration + FINDINGS[notebook](m)
+    return fmt.no_negative_zero("\n".join(first + body))
 
 
 def instrument_lines(m: dict) -> list[str]:

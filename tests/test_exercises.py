@@ -129,7 +129,7 @@ def test_profile_is_the_only_free_name(ex):
 
 def test_every_snippet_file_has_its_fields_beside_it():
     folder = exercises.FOLDER
-    snippets = {p.stem for p in folder.glob("*.py")} - {"__init__", "checks"}
+    snippets = {p.stem for p in folder.glob("*.py")} - {"__init__", "__main__", "answers", "checks"}
     assert snippets == {p.stem for p in folder.glob("*.toml")}
     assert snippets == {e.path.stem for e in exercises.EXERCISES}
     assert all(re.fullmatch(r"\d\d[a-d]_[a-z0-9_]+", stem) for stem in snippets), sorted(snippets)

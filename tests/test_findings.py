@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from helpers import budgetmix, dynamics, fmt, pass_kt, report, store, supervision, testbed
+from helpers import budgetmix, dynamics, fmt, pass_kt, remember, report, store, supervision, testbed
 from helpers.config import REPO_ROOT
 
 COMMITTED = REPO_ROOT / "results" / "cpu"
@@ -182,7 +182,8 @@ def test_findings_01_changes_and_the_paper():
     text = "\n".join(dynamics.findings(m))
     rm = m["grpo"]["R_multi"]
     assert f"change {fmt.entry(rm, 'change', signed=True)}, interval {fmt.side(*rm['change_ci'])}" in text
-    assert f"(paper, DeepCoder-MT: {fmt.signed(m['paper']['R_multi_change'])})" in text
+    agree = fmt.against_paper(m["paper"]["R_multi_change"], *rm["change_ci"])
+    assert f"(paper, DeepCoder-MT: {fmt.signed(m['paper']['R_multi_change'])}: {agree})" in text
 
 
 def test_findings_01_and_02_without_a_step_oracle():
@@ -205,10 +206,53 @@ def test_findings_01_and_02_without_a_step_oracle():
 def test_findings_02_gains_and_their_sides():
     m = _metrics("02_budgetmix_training")
     text = "\n".join(budgetmix.findings(m))
-    g, ci = m["gains_points"]["budgetmix - grpo"], m["gains_ci"]["budgetmix - grpo"]
-    assert " / ".join(fmt.estimate(g[f], ci[f], digits=1, signed=True) for f in g) in text
-    decided = [f for f, v in ci.items() if fmt.side(*v) != "contains 0"]
+    g, paired = m["gains_points"]["budgetmix - grpo"], m["gains_paired"]["budgetmix - grpo"]
+    assert (
+        f"**BudgetMix minus GRPO:** {fmt.joined(g, 1, sign=True)} points, the verdicts paired by seed" in text
+    )
+    assert (
+        budgetmix.paired_cells(m, "budgetmix - grpo") in text
+    )  # its one interval per budget: the paired one
+    decided = [f for f, v in paired.items() if fmt.side(v["low"], v["high"]) != "contains 0"]
     assert ("Every interval contains 0" in text) == (not decided)
+
+
+INTERVAL = r"\[[-+]?\d[\d.]*, [-+]?\d[\d.]*\]"
+
+
+def _prose(text: str) -> list[str]:
+    """The findings' prose lines (not the instrument's calibration block, whose planted effects are its own)."""
+    return [
+        x
+        for x in text.splitlines()
+        if x.strip() and not x.startswith("  -") and "**Can this instrument" not in x
+    ]
+
+
+@pytest.mark.parametrize("notebook", list(report.FINDINGS))
+def test_findings_give_one_interval_per_comparison(notebook, monkeypatch):
+    """Issue 53: a comparison's prose shows the verdict's interval (paired by seed) only, never a descriptive
+    interval beside it (`+7.5 [+1.6, +12.5]; paired by seed +7.5 [-0.2, +15.2]`); the paper's value is judged
+    outright against the run's interval; the symmetric control is judged on both halves (how often, on average)."""
+    monkeypatch.setenv("KIT_RESULTS", str(REPO_ROOT / "results"))
+    text = report.findings("cpu", notebook)
+    for line in _prose(text):
+        assert not re.search(INTERVAL + r"[^\[]{0,12}paired by seed", line), line
+    for line in _prose(text):
+        if "(paper, " in line and ("RL better than the base" in line or "better next action" in line):
+            assert fmt.AS_PAPER in line or fmt.NOT_AS_PAPER in line, line
+    sym = [x for x in text.splitlines() if "**Symmetric control**" in x]
+    for line in sym:
+        assert "how often:" in line and "on average:" in line and "wins minus losses" in line, line
+    if notebook in ("04_step_level_probing", "05_error_recovery"):
+        assert sym, notebook
+
+
+def test_the_readmes_results_block_gives_one_interval_per_comparison(monkeypatch):
+    monkeypatch.setenv("KIT_RESULTS", str(REPO_ROOT / "results"))
+    block = report.readme_block("cpu")
+    for line in _prose(block):
+        assert not re.search(INTERVAL + r"[^\[]{0,12}paired by seed", line), line
 
 
 def test_findings_02_budget_probe_on_a_hand_made_probe():
@@ -398,3 +442,38 @@ def test_short_version_decides_each_claim_by_its_interval(monkeypatch):
     assert "interval above 0 at none, below 0 at none, containing 0 at 25 %, 50 %, 75 %, 100 %" in line
     monkeypatch.setattr(report, "_get", fake({}))
     assert report.short_version("cpu") == []  # no run: no verdicts
+
+
+JARGON = (
+    "rl_sharp",
+    "vs sharp",
+    "vs base",
+    "grpo-s",
+    "budgetmix-s",
+    "TV distance",
+    "total variation",
+    "P(opt)",
+    "r=1",
+    "MDE",
+    "R_single",
+    "R_multi",
+)
+
+
+@pytest.mark.parametrize("notebook", list(report.FINDINGS))
+def test_findings_open_with_three_plain_lines_to_remember(notebook, monkeypatch):
+    """Issue 53: each notebook's findings open with 'What to remember': three numbered lines, generated from its
+    metrics.json (each with a number), without the kit's vocabulary; the long findings follow."""
+    monkeypatch.setenv("KIT_RESULTS", str(REPO_ROOT / "results"))
+    text = report.findings("cpu", notebook)
+    assert text.startswith(remember.HEADING + "\n\n1. "), text[:200]
+    block = text.split("\n\n")[1].splitlines()
+    assert [x[:3] for x in block] == ["1. ", "2. ", "3. "], block
+    for line in block:
+        assert re.search(r"\d", line[3:]), line
+        assert not [w for w in JARGON if w in line], line
+    assert len(text.splitlines()) > 6  # the long findings below
+
+
+def test_remember_gives_nothing_for_a_skipped_notebook():
+    assert remember.lines("04_step_level_probing", {"skipped": "no step oracle"}) == []

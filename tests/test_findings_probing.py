@@ -91,7 +91,10 @@ def test_matched_findings_read_the_verdicts_from_the_intervals():
     m = _committed("04_step_level_probing")
     s = m["matched_states"]
     text = "\n".join(matched.findings(m))
-    assert f"RL better than the base** at {fmt.percent(s['rl_vs_base']['better'])} [" in text
+    assert f"RL better than the base** at {fmt.percent(s['rl_vs_base']['better'])} of live states" in text
+    assert (
+        f"{fmt.percent(s['rl_vs_base']['better'])} [" not in text
+    )  # issue 53: the win rate's interval in the table
     assert "by depth d_t" in text.lower() and text.count("dead)") == 4  # one entry per depth bin
     old = copy.deepcopy(m)  # a run from before the paired verdicts: no paired interval, no verdict
     for v in old["matched_states"].values():
@@ -150,8 +153,11 @@ def test_recovery_findings_say_where_each_interval_lies():
     m = _committed("05_error_recovery")
     text = "\n".join(recovery.findings(m))
     for k, v in m["continuation_difference"].items():
-        assert f"**{k}** (continuation): {fmt.points(v['mean'])} points" in text
-        p = m.get("continuation_paired", {}).get(k)  # where recorded, the verdict paired by seed decides
+        p = m.get("continuation_paired", {}).get(k)
+        said = f"paired by seed {fmt.verdict(p, scale=100)}" if p else f"{fmt.points(v['mean'])} points"
+        assert (
+            f"**{k}** (continuation): {said}" in text
+        )  # issue 53: one interval, the verdict's  # where recorded, the verdict paired by seed decides
         assert f"interval {fmt.side(p['low'], p['high']) if p else fmt.side(*v['ci'])}" in text
     m["concentration"]["rl_vs_base"]["ci"] = [-0.2, -0.1]
     if m["concentration"]["rl_vs_base"].get("paired"):  # where recorded, the paired interval decides
@@ -220,6 +226,11 @@ def test_matched_findings_report_mean_differences_ties_and_the_symmetric_control
     assert "**Symmetric control**" in text and "+0.021 [+0.004, +0.038] (above 0; MDE 0.030)" in text
     assert "a per-step gain beyond sharpening" in text and text.count("dead)") == 4
     m["matched_states"]["rl_sharp_vs_sharp"]["paired"] = _paired(0.001, -0.02, 0.022)
+    sym = next(x for x in matched.findings(m) if "**Symmetric control**" in x)
+    assert "on average: +0.001 [-0.020, +0.022]" in sym and matched._UNDECIDED in sym
+    m["matched_states"]["rl_sharp_vs_sharp"].pop(
+        "net_win_paired", None
+    )  # a run without the net-wins interval
     assert "cannot tell RL's per-step gain from sharpening" in "\n".join(matched.findings(m))
 
 

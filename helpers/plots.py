@@ -1062,8 +1062,14 @@ def comparison_intervals(rows: pd.DataFrame, ylabel: str, phrases: dict | None =
     """One paired difference per comparison (`rows`: index the comparison's name, columns `value`, `t_low`,
     `t_high`, `ci`), each with the verdict's interval, a line at 0, and a title stating each finding
     (`finding_title` with `phrases`)."""
-    fig, ax = plt.subplots(figsize=(8, 4.6))
     names = list(rows.index)
+    levels = sorted({float(v) for v in rows["ci"]})
+    lines = [finding_title(rows.loc[[c]], c, phrases=phrases) for c in names]
+    note = (
+        f"error bars: {_and([f'{v:.0%}' for v in levels])} t-interval over the RL seeds' paired differences"
+    )
+    title = "\n".join(textwrap.fill(t, 80) for t in [*lines, note])
+    fig, ax = plt.subplots(figsize=(9, 3.6 + 0.3 * (title.count("\n") + 1)))  # room for the title's lines
     for i, c in enumerate(names):
         r = rows.loc[c]
         ax.errorbar(
@@ -1076,15 +1082,11 @@ def comparison_intervals(rows: pd.DataFrame, ylabel: str, phrases: dict | None =
         )
     ax.axhline(0, color="k", lw=0.8)
     ax.set_xticks(
-        range(len(names)), [textwrap.fill("{} minus {}".format(*_comparison_names(c)), 18) for c in names]
+        range(len(names)), [textwrap.fill("{} minus {}".format(*_comparison_names(c)), 22) for c in names]
     )
+    ax.set_xlim(-0.5, len(names) - 0.5)
     ax.set_ylabel(ylabel)
-    levels = sorted({float(v) for v in rows["ci"]})
-    lines = [finding_title(rows.loc[[c]], c, phrases=phrases) for c in names]
-    note = (
-        f"error bars: {_and([f'{v:.0%}' for v in levels])} t-interval over the RL seeds' paired differences"
-    )
-    ax.set_title("\n".join(textwrap.fill(t, 70) for t in [*lines, note]), fontsize=MIN_FONT)
+    ax.set_title(title, fontsize=MIN_FONT)
     fig.tight_layout()
     return fig
 

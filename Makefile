@@ -9,7 +9,7 @@ PY     := $(VENV)/bin/python
 PROFILE ?= cpu
 REQS   := requirements.txt requirements-nodeps.txt pyproject.toml
 
-.PHONY: install reproduce budget-curve rehearse test browser-test check verify lint format strip clean-results
+.PHONY: install doctor reproduce budget-curve rehearse test browser-test check verify lint format strip clean-results
 
 install:
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -18,6 +18,10 @@ install:
 	  echo "install: requirements unchanged since the last install, skipping"; \
 	else \
 	  $(PY) -m pip install --quiet --upgrade pip && \
+	  torch_args=$$($(PY) scripts/torch_route.py) && \
+	  if [ -n "$$torch_args" ]; then \
+	    $(PY) -m pip install --quiet $$torch_args "$$(grep -E '^torch==' requirements.txt | cut -d' ' -f1)"; \
+	  fi && \
 	  $(PY) -m pip install --quiet -r requirements.txt && \
 	  $(PY) -m pip install --quiet --no-deps -r requirements-nodeps.txt && \
 	  $(PY) -m pip install --quiet --no-deps --no-build-isolation -e . && \
@@ -25,6 +29,12 @@ install:
 	fi
 	@sh scripts/sandbox_os.sh $(PY)
 	@sh scripts/browser_os.sh
+
+# The pre-lab check for a student's machine (scripts/doctor.py): Python, free disk, the venv, a kernel, notebook 00's
+# Run All on a copy of the committed cpu run, and the FrozenLake map cache; a PASS or FAIL line each and a verdict.
+doctor:
+	@test -x $(PY) || { echo "FAIL  virtual environment: $(PY) is missing (run make install)"; exit 1; }
+	@OMP_NUM_THREADS=1 $(PY) scripts/doctor.py
 
 reproduce: install
 	$(PY) -m helpers.run --profile $(PROFILE) --fresh

@@ -217,6 +217,7 @@ def figures(r: Probe, ci: float = 0.95, env: str | None = None) -> dict[str, plt
             ci,
             paper.value(paper.MATCHED_STATES_RL_BETTER[reported]),
         ),
+        "matched_differences": plots.matched_differences(win_table(r), ci),
     }
 
 

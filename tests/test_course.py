@@ -155,3 +155,48 @@ def test_the_exercise_times_are_benchmarks_exercises_json():
     para = TEXT[i : TEXT.index("\n- ", i + 1)]
     for commit in {e["commit"][:7] for e in measured.values()}:
         assert f"`{commit}`" in para, commit
+
+
+def plan_rows(heading: str) -> list[dict[str, str]]:
+    """The rows of the first table after `heading`, as {column: cell}."""
+    lines = TEXT[TEXT.index(heading) :].splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("|"))
+    table = []
+    for line in lines[start:]:
+        if not line.startswith("|"):
+            break
+        table.append([c.strip() for c in line.strip("|").split("|")])
+    return [dict(zip(table[0], row, strict=True)) for row in table[2:]]
+
+
+def minutes(cell: str) -> int:
+    """`12 min` -> 12."""
+    m = re.fullmatch(r"(\d+) min", cell)
+    assert m, cell
+    return int(m.group(1))
+
+
+def test_the_90_minute_plan_keeps_slack_and_a_pointer_per_block():
+    rows = plan_rows("### The 90-minute lab")
+    slack = [r for r in rows if r["block"] == "slack"]
+    blocks = [r for r in rows if r["block"] != "slack"]
+    assert len(slack) == 1 and minutes(slack[0]["teach"]) >= 10
+    assert sum(minutes(r["teach"]) for r in rows) == 90
+    assert all(r["read only this"] for r in blocks), [r["block"] for r in blocks if not r["read only this"]]
+
+
+def test_the_90_minute_plans_compute_times_are_benchmarks_interactive_json():
+    bench = json.loads((ROOT / "benchmarks" / "interactive.json").read_text())
+    seconds = {nb["notebook"][:2]: nb["seconds"] for nb in bench["notebooks"]}
+    total = 0.0
+    for r in plan_rows("### The 90-minute lab"):
+        numbers = re.findall(r"\b0[0-7]\b", r["notebook"])
+        if not numbers:
+            assert not r["Run All"], r
+            continue
+        expected = round(sum(seconds[n] for n in numbers), 1)
+        assert r["Run All"] == f"{expected} s", (r["block"], r["Run All"], expected)
+        total += expected
+    m, s = divmod(round(total), 60)
+    assert f"Compute during the lab: {m} min {s} s of Run All" in TEXT
+    assert f"`{bench['commit'][:7]}`" in TEXT[TEXT.index("Compute during the lab:") :].split("\n\n")[0]

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 from matplotlib.collections import PolyCollection
 
-from helpers import llr, matched, metrics, plots
+from helpers import colourblind, llr, matched, metrics, plots
 
 E_NOTATION = re.compile(r"\d[eE][+-]?\d")
 
@@ -499,3 +499,101 @@ def test_seed_curves_leave_out_a_metric_a_method_never_logged():
     assert len(top_multi.lines) > 2
     legend = [t.get_text() for t in fig.legends[0].get_texts()]
     assert "GRPO (3 seeds)" in legend and "BudgetMix (3 seeds)" in legend
+
+
+# ------------------------------------------------------------------------------------------- colour blindness
+
+
+@pytest.mark.parametrize("deficiency", ["normal", "deuteranopia", "protanopia"])
+@pytest.mark.parametrize("group", [plots.ROSTER, plots.ESTIMATORS])
+def test_colours_drawn_together_stay_apart_for_colour_blind_readers(group, deficiency):
+    """CIEDE2000 >= 20 between every two colours that share an axis, as seen with normal vision and as simulated
+    for deuteranopia and protanopia (Machado et al. 2009, severity 1, on linear RGB)."""
+    for a, b in itertools.combinations(group, 2):
+        de = colourblind.delta_e(plots.PALETTE[a], plots.PALETTE[b], deficiency)
+        assert de >= 20, (a, b, deficiency, de)
+
+
+def test_colour_difference_matches_published_values_and_the_old_pair_was_unsafe():
+    # Sharma, Wu and Dalal (2005), test pairs 1 and 7
+    assert colourblind.delta_e2000(
+        np.array([50, 2.6772, -79.7751]), np.array([50, 0, -82.7485])
+    ) == pytest.approx(2.0425, abs=1e-4)
+    assert colourblind.delta_e2000(np.array([50, 2.5, 0]), np.array([73, 25, -18])) == pytest.approx(
+        27.1492, abs=1e-4
+    )
+    # the sharpened base's and RL's former purple and blue: distinct in normal vision, not to a dichromat
+    assert colourblind.delta_e("#9467bd", "#1f77b4") > 20
+    assert colourblind.delta_e("#9467bd", "#1f77b4", "deuteranopia") < 10
+    assert colourblind.delta_e("#9467bd", "#1f77b4", "protanopia") < 10
+
+
+# ----------------------------------------------------------------------------------------- paired differences
+
+
+def _gains(shift: float) -> pd.DataFrame:
+    """A gain table (`budgetmix.gain_table`'s columns) whose BudgetMix - GRPO interval is shifted by `shift`."""
+    rows = []
+    for f in (0.25, 0.5, 1.0):
+        for c, g in (("budgetmix - grpo", shift if f < 1 else 0.0), ("grpo - sharp", 0.0)):
+            rows.append({"fraction": f, "comparison": c, "gain_points": g, "t_low": g - 3, "t_high": g + 3})
+    return pd.DataFrame(rows)
+
+
+def test_paired_difference_title_says_above_where_the_interval_excludes_zero():
+    fig = plots.gain_differences(_gains(10.0))
+    title = fig.axes[0].get_title().replace("\n", " ")
+    assert "BudgetMix above GRPO at 25 % and 50 % of T_max" in title
+    assert "no difference shown at 100 % of T_max" in title
+    assert "GRPO not shown to differ from sharpened base" in title and "every interval contains 0" in title
+    assert fig.axes[0].get_ylabel() == "success difference (percentage points)"
+    assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["25%", "50%", "100%"]
+
+
+def test_paired_difference_title_says_no_difference_where_intervals_contain_zero():
+    title = plots.gain_differences(_gains(1.0)).axes[0].get_title().replace("\n", " ")
+    assert "BudgetMix not shown to differ from GRPO" in title and "above" not in title
+    title = plots.gain_differences(_gains(-10.0)).axes[0].get_title().replace("\n", " ")
+    assert "BudgetMix below GRPO at 25 % and 50 % of T_max" in title
+
+
+def test_pass_t_differences_name_the_budgets():
+    gaps = pd.DataFrame(
+        {
+            "T": [1, 2, 1, 2],
+            "comparison": ["grpo - sharp"] * 2 + ["budgetmix - sharp"] * 2,
+            "difference": [5.0, 0.5, 6.0, 7.0],
+            "t_low": [1.0, -2, 2, 3],
+            "t_high": [9.0, 3, 10, 11],
+        }
+    )
+    ax = plots.pass_t_differences(gaps, 8).axes[0]
+    title = ax.get_title().replace("\n", " ")
+    assert "GRPO above sharpened base at T = 1; no difference shown at T = 2" in title
+    assert "BudgetMix above sharpened base at T = 1 and 2" in title
+    assert ax.get_ylabel() == "Pass@8 difference (percentage points)"
+
+
+def test_concentration_title_states_where_rl_advantage_sits():
+    def paired(diff, low, high):
+        return {"paired": {"diff": diff, "low": low, "high": high, "ci_level": 0.95}}
+
+    fig = plots.concentration(
+        {"rl_vs_base": paired(0.01, -0.08, 0.10), "rl_vs_sharp": paired(0.2, 0.05, 0.35)}
+    )
+    title = fig.axes[0].get_title().replace("\n", " ")
+    assert "RL: advantage over base not shown to differ between error and matched states" in title
+    assert "RL: advantage over sharpened base larger at error states than at matched states" in title
+    assert "(percentage points)" in fig.axes[0].get_ylabel()
+    assert "95% t-interval" in title
+
+
+def test_matched_differences_from_the_win_table():
+    win = pd.DataFrame(
+        {
+            "rl vs base": {"mean_diff": 0.02, "t_low": 0.01, "t_high": 0.03},
+            "rl vs sharp": {"mean_diff": 0.0, "t_low": -0.01, "t_high": 0.01},
+        }
+    )
+    title = plots.matched_differences(win).axes[0].get_title().replace("\n", " ")
+    assert "RL above base" in title and "RL not shown to differ from sharpened base" in title

@@ -625,10 +625,15 @@ def paper_agreement(m: dict) -> str:
         m.get("gains_paired", {}).get("budgetmix - grpo"),
         m["paper"]["budgetmix_minus_grpo_points"],
     )
-    if not paired:
+    judged = {
+        f: v
+        for f, v in (paired or {}).items()
+        if f in paper_gain and fmt.side(v["low"], v["high"]) != "no interval"
+    }
+    if not judged:  # no paired verdicts, or no interval (one seed)
         return ""
-    inside = [f for f, v in paired.items() if f in paper_gain and v["low"] <= paper_gain[f] <= v["high"]]
-    outside = [f for f in paired if f in paper_gain and f not in inside]
+    inside = [f for f, v in judged.items() if v["low"] <= paper_gain[f] <= v["high"]]
+    outside = [f for f in judged if f not in inside]
     return (
         f"; as in the paper (its gain inside this run's paired interval) at {', '.join(inside) or 'no budget'}, "
         f"not as in the paper at {', '.join(outside) or 'no budget'} of T_max"

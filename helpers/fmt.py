@@ -106,9 +106,14 @@ AS_PAPER = "as in the paper (its value lies inside this run's interval)"
 NOT_AS_PAPER = "not as in the paper (its value lies outside this run's interval)"
 
 
-def against_paper(paper_value: float, low: float, high: float) -> str:
+NO_INTERVAL_PAPER = "not judged against the paper (this run has no interval: one seed)"
+
+
+def against_paper(paper_value: float, low: float | None, high: float | None) -> str:
     """The agreement with the paper said outright, the same way everywhere: whether the paper's value lies inside
-    this run's interval (`AS_PAPER`) or outside it (`NOT_AS_PAPER`)."""
+    this run's interval (`AS_PAPER`) or outside it (`NOT_AS_PAPER`); `NO_INTERVAL_PAPER` where there is none."""
+    if side(low, high) == "no interval":
+        return NO_INTERVAL_PAPER
     return AS_PAPER if low <= paper_value <= high else NOT_AS_PAPER
 
 

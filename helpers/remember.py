@@ -13,7 +13,12 @@ from collections.abc import Callable
 from helpers import fmt
 
 HEADING = "**What to remember**"
-WORDS = {"above 0": "ahead", "below 0": "behind", "contains 0": "this sample cannot tell which is ahead"}
+WORDS = {
+    "above 0": "ahead",
+    "below 0": "behind",
+    "contains 0": "this sample cannot tell which is ahead",
+    "no interval": "one seed: no interval",
+}
 
 
 def _pts(v: dict, digits: int = 1, scale: float = 1.0) -> str:

@@ -36,8 +36,10 @@ doctor:
 	@test -x $(PY) || { echo "FAIL  virtual environment: $(PY) is missing (run make install)"; exit 1; }
 	@OMP_NUM_THREADS=1 $(PY) scripts/doctor.py
 
+# The cpu profile's notebooks share one kernel (`--one-kernel`: each starts from an empty namespace; a kernel's start and
+# imports are about 8 s a notebook there); the GPU profiles give each notebook a kernel of its own, and its memory back.
 reproduce: install
-	$(PY) -m helpers.run --profile $(PROFILE) --fresh
+	$(PY) -m helpers.run --profile $(PROFILE) --fresh $(if $(filter cpu,$(PROFILE)),--one-kernel)
 
 # Issue 50's compute curve (configs/cpu_budget_curve.yaml, helpers.budget_curve): BudgetMix for three seeds at five times
 # the recipe's RL steps from the cpu base (taken from results/cpu/models when `make reproduce` built it there), the

@@ -31,7 +31,8 @@ the profile's `run.skip` are left out (not with `--only`).
 kernel's figures are closed, its namespace cleared (`%reset -f`), its working folder and execution count set back,
 so each notebook starts from an empty namespace as in a kernel of its own; only imported modules stay loaded. It
 saves each notebook's kernel start and imports (about 12 s on 2 cores: the default smoke series alone 197 -> 111 s) and gives the same results (the test suite's
-smoke series uses it; `make reproduce` does not: there each notebook's memory goes with its kernel).
+smoke series uses it, and so does `make reproduce` on the cpu profile, whose tiny model leaves little memory behind:
+about 8 s a notebook there, issue 51; on the GPU profiles each notebook's memory goes with its own kernel).
 
 `--fresh` rebuilds a series from scratch: after every check passed (and none of its folders has a writer at work,
 `helpers.store.one_writer`), the series' folder (`results/<profile>`, or

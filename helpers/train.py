@@ -17,6 +17,8 @@ the frozen base over generated tokens only, token-mean; AdamW); log, checkpoint.
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
 import time
 from pathlib import Path
@@ -135,7 +137,9 @@ def _train(cfg: Config, mode: str, seed: int | None, max_steps: int | None, out:
 
         tag = {} if est.legacy_layout else {"algorithm": c.algorithm}  # GRPO's logs stay as they were
         if start == 0 and not len(metrics):
-            metrics.append({"step": 0, "mode": mode, **tag, "rl_seed": rs, **timed(watch, policy)})
+            metrics.append(
+                {"step": 0, "mode": mode, **tag, "rl_seed": rs, **first_watch(cfg, rs, watch, policy)}
+            )
         last = c.steps if max_steps is None else min(c.steps, max_steps)
         progress = bar(range(start + 1, last + 1), desc=progress_label(cfg, mode, rs), leave=False)
         for step in progress:
@@ -224,6 +228,44 @@ def timed(watch: Monitor, policy: Policy) -> dict:
     """The monitor's row, with the seconds it took (`monitor_s`: benchmarks/series_time.py reads it)."""
     t0 = time.time()
     return {**watch(policy), "monitor_s": time.time() - t0}
+
+
+def monitor_path(cfg: Config, rs: int) -> Path:
+    """Where the step-0 monitor of the runs from `cfg`'s base with RL seed `rs` is kept: at step 0 every such run
+    watches the base itself on the same maps, probe pool and draws, whatever its budget mode or estimator, so the
+    row is computed once (issue 51) and read by the others. The name hashes everything the row depends on."""
+    c = cfg.train
+    recipe = {
+        "base": base_model.identity(cfg),
+        "rl_seed": rs,
+        "env": cfg.env.name,
+        "settings": settings(cfg),
+        "seed": cfg.seed,
+        "eval_tasks": c.eval_tasks,
+        "group_size": c.group_size,
+        "probe_samples": c.probe_samples,
+        "probe_pool": probe_pool_path(cfg).name,
+        "sampling": dataclasses.asdict(cfg.sampling),
+        "buckets": LENGTH_BUCKETS,
+        "backend": cfg.model.backend,
+        "dtype": cfg.model.dtype,
+    }
+    digest = hashlib.sha256(json.dumps(recipe, sort_keys=True, default=str).encode()).hexdigest()[:12]
+    return store.models_dir(cfg.profile) / "monitor" / f"step0-s{rs}-{digest}.json"
+
+
+def first_watch(cfg: Config, rs: int, watch: Monitor, policy: Policy) -> dict:
+    """The step-0 row (`timed`), read from `monitor_path` where another run from the same base and RL seed wrote
+    it (its `monitor_s` is then this read's), else computed and written there (atomically: two runs that compute it
+    at once write the same row)."""
+    path = monitor_path(cfg, rs)
+    t0 = time.time()
+    if path.exists():
+        return {**json.loads(path.read_text()), "monitor_s": time.time() - t0}
+    row = timed(watch, policy)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    store.write_atomic(path, json.dumps({k: v for k, v in row.items() if k != "monitor_s"}))
+    return row
 
 
 class Monitor:

@@ -230,14 +230,17 @@ def timed(watch: Monitor, policy: Policy) -> dict:
     return {**watch(policy), "monitor_s": time.time() - t0}
 
 
-def monitor_path(cfg: Config, rs: int) -> Path:
-    """Where the step-0 monitor of the runs from `cfg`'s base with RL seed `rs` is kept: at step 0 every such run
-    watches the base itself on the same maps, probe pool and draws, whatever its budget mode or estimator, so the
-    row is computed once (issue 51) and read by the others. The name hashes everything the row depends on."""
+def monitor_path(cfg: Config, rs: int, name: str) -> Path:
+    """Where the step-0 monitor of the runs from `cfg`'s base with RL seed `rs` and rollout policy `name` (the budget
+    mode) is kept: at step 0 every such run watches the base itself on the same maps, probe pool and draws (the
+    probe pool's draws follow the policy's name, `probing.policy_seed`), whatever its estimator, so the row is
+    computed once (issue 51: notebook 07's runs read 01's) and read by the others. The file name hashes everything
+    the row depends on."""
     c = cfg.train
     recipe = {
         "base": base_model.identity(cfg),
         "rl_seed": rs,
+        "policy": name,
         "env": cfg.env.name,
         "settings": settings(cfg),
         "seed": cfg.seed,
@@ -251,14 +254,14 @@ def monitor_path(cfg: Config, rs: int) -> Path:
         "dtype": cfg.model.dtype,
     }
     digest = hashlib.sha256(json.dumps(recipe, sort_keys=True, default=str).encode()).hexdigest()[:12]
-    return store.models_dir(cfg.profile) / "monitor" / f"step0-s{rs}-{digest}.json"
+    return store.models_dir(cfg.profile) / "monitor" / f"step0-{name}-s{rs}-{digest}.json"
 
 
 def first_watch(cfg: Config, rs: int, watch: Monitor, policy: Policy) -> dict:
-    """The step-0 row (`timed`), read from `monitor_path` where another run from the same base and RL seed wrote
-    it (its `monitor_s` is then this read's), else computed and written there (atomically: two runs that compute it
-    at once write the same row)."""
-    path = monitor_path(cfg, rs)
+    """The step-0 row (`timed`), read from `monitor_path` where another run from the same base, RL seed and policy
+    name wrote it (its `monitor_s` is then this read's), else computed and written there (atomically: two runs that
+    compute it at once write the same row)."""
+    path = monitor_path(cfg, rs, policy.name)
     t0 = time.time()
     if path.exists():
         return {**json.loads(path.read_text()), "monitor_s": time.time() - t0}

@@ -106,26 +106,32 @@ def test_short_run_has_finite_loss_and_resumes_to_the_same_state(tmp_path, monke
     assert train.rl_train(cfg, "full") == resumed
 
 
-def test_the_step_0_monitor_is_computed_once_per_base_and_rl_seed(tmp_path, monkeypatch):
-    """Issue 51: at step 0 every run from one base with one RL seed watches the base on the same maps and draws, so
-    the first run computes the row and the others read it (bit for bit, in its key order; only `monitor_s`, the
-    seconds this run spent, differs); another RL seed or monitor size is another file."""
+def test_the_step_0_monitor_is_computed_once_per_base_rl_seed_and_policy_name(tmp_path, monkeypatch):
+    """Issue 51: at step 0 every run from one base with one RL seed and one rollout policy name (its budget mode:
+    the probe pool's draws follow the name) watches the base on the same maps and draws, so the first run computes
+    the row and the others read it (bit for bit, in its key order; only `monitor_s`, the seconds this run spent,
+    differs); another RL seed, policy name or monitor size is another file."""
     monkeypatch.setenv("KIT_RESULTS", str(tmp_path))
     cfg = config.load("smoke")
     calls = []
 
+    class Named:
+        def __init__(self, name: str):
+            self.name = name
+
     def watch(policy):
-        calls.append(policy)
+        calls.append(policy.name)
         return {"eval_success": 0.25, "r_single": None, "r_single_by_state": [0.1, 0.7000000000000001]}
 
-    first = train.first_watch(cfg, 0, watch, "run A")
-    again = train.first_watch(cfg, 0, watch, "run B")
-    assert calls == ["run A"]
+    first = train.first_watch(cfg, 0, watch, Named("full"))
+    again = train.first_watch(cfg, 0, watch, Named("full"))
+    assert calls == ["full"]
     assert list(again) == list(first) and list(first)[-1] == "monitor_s"
     assert {k: v for k, v in again.items() if k != "monitor_s"} == {
         k: v for k, v in first.items() if k != "monitor_s"
     }
-    train.first_watch(cfg, 1, watch, "run C")
-    assert calls == ["run A", "run C"]
+    train.first_watch(cfg, 1, watch, Named("full"))
+    train.first_watch(cfg, 0, watch, Named("budgetmix"))
+    assert calls == ["full", "full", "budgetmix"]
     bigger = config.load("smoke", train__eval_tasks=cfg.train.eval_tasks + 1)
-    assert train.monitor_path(bigger, 0) != train.monitor_path(cfg, 0)
+    assert train.monitor_path(bigger, 0, "full") != train.monitor_path(cfg, 0, "full")

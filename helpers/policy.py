@@ -101,7 +101,7 @@ class Policy(Protocol):
 
 # Trajectories an HF policy on the CPU generates together (its `rollout_rows`): a larger rollout runs in chunks of
 # this many, one after the other, whose KV caches stay small enough to be fast (issue 51: 100 maps x 8 samples of the
-# cpu base took 0.60x the time in chunks of 256 as in one batch of 800, benchmarks/speed.py); an RL step (64) and the
+# cpu base took 0.61x the time in chunks of 256 as in one batch of 800, benchmarks/speed.py); an RL step (64) and the
 # training monitor (256) are one chunk. vLLM schedules its own batches and a scripted player has no cache: neither
 # sets `rollout_rows`, so their rollouts run as one batch and draw as they always did.
 ROLLOUT_ROWS = 256

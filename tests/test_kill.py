@@ -162,7 +162,7 @@ def final_state(results: Path) -> tuple[list[dict], dict]:
 
 
 def strip_timing(rows: list[dict]) -> list[dict]:
-    timing = ("rollout_s", "update_s", "rollout_tokens_per_s", "tokens_per_s")
+    timing = ("rollout_s", "update_s", "rollout_tokens_per_s", "tokens_per_s", "monitor_s")
     return [{k: v for k, v in r.items() if k not in timing} for r in rows]
 
 

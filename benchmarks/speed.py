@@ -119,25 +119,34 @@ def case_update(cfg, repeats: int) -> dict:
     }
 
 
-def case_attention(cfg, repeats: int) -> dict:
-    policy = HFPolicy.from_pretrained(base_model.path_of(cfg))
+def evaluation_setting(cfg) -> tuple[HFPolicy, list, Sampling]:
+    """The committed base, the profile's test maps and its sampling: what notebook 02 evaluates a model on."""
     tasks = load_tasks(cfg.env.name, "test", n=cfg.eval.n_tasks, seed=cfg.seed, **settings(cfg))
-    sampling = Sampling.from_config(cfg.sampling)
+    return HFPolicy.from_pretrained(base_model.path_of(cfg)), tasks, Sampling.from_config(cfg.sampling)
+
+
+def evaluation_rollout(cfg, policy, tasks: list, sampling: Sampling) -> list:
+    """One model's evaluation cell at T_max: `eval.n_samples` episodes per map, one seed for every case."""
+    return rollout.rollout(
+        policy,
+        cfg.env.name,
+        tasks,
+        [t.t_max for t in tasks],
+        cfg.eval.n_samples,
+        sampling,
+        seed=3,
+        step_quality=False,
+    )
+
+
+def case_attention(cfg, repeats: int) -> dict:
+    policy, tasks, sampling = evaluation_setting(cfg)
 
     def evaluate(gqa: bool):
         def run():
             attention.SDPA_GQA = gqa
             try:
-                trajs = rollout.rollout(
-                    policy,
-                    cfg.env.name,
-                    tasks,
-                    [t.t_max for t in tasks],
-                    cfg.eval.n_samples,
-                    sampling,
-                    seed=3,
-                    step_quality=False,
-                )
+                trajs = evaluation_rollout(cfg, policy, tasks, sampling)
             finally:
                 attention.SDPA_GQA = True
                 policy.reset_cache()
@@ -155,25 +164,14 @@ def case_attention(cfg, repeats: int) -> dict:
 
 
 def case_chunks(cfg, repeats: int) -> dict:
-    policy = HFPolicy.from_pretrained(base_model.path_of(cfg))
-    tasks = load_tasks(cfg.env.name, "test", n=cfg.eval.n_tasks, seed=cfg.seed, **settings(cfg))
-    sampling = Sampling.from_config(cfg.sampling)
+    policy, tasks, sampling = evaluation_setting(cfg)
     rows = policy.rollout_rows
 
     def evaluate(chunk: int | None):
         def run():
             policy.rollout_rows = chunk
             try:
-                trajs = rollout.rollout(
-                    policy,
-                    cfg.env.name,
-                    tasks,
-                    [t.t_max for t in tasks],
-                    cfg.eval.n_samples,
-                    sampling,
-                    seed=3,
-                    step_quality=False,
-                )
+                trajs = evaluation_rollout(cfg, policy, tasks, sampling)
             finally:
                 policy.rollout_rows = rows
                 policy.reset_cache()

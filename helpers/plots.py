@@ -1124,3 +1124,18 @@ def concentration(conc: dict) -> plt.Figure:
     return comparison_intervals(
         rows, "win rate at error states minus\nat matched states (percentage points)", CONCENTRATION_PHRASES
     )
+
+
+@_styled
+def continuation_differences(paired: dict) -> plt.Figure:
+    """Notebook 05: continuation success from the same error states, each comparison's paired difference
+    (`recovery.continuation`'s `paired`: RL minus the base, minus the sharpened base, and the sharpened twins) in
+    percentage points, with the verdict's interval: the t-interval over the RL seeds' differences."""
+    rows = pd.DataFrame(
+        {
+            c: {"value": 100 * d["diff"], "t_low": 100 * d["low"], "t_high": 100 * d["high"], "ci": d["ci_level"]}
+            for c, d in paired.items()
+            if d
+        }
+    ).T.astype(float)
+    return comparison_intervals(rows, "continuation success difference\n(percentage points)")

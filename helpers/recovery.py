@@ -202,7 +202,8 @@ def concentration_table(r: Recovery) -> pd.DataFrame:
 def figures(r: Recovery, ci: float = 0.95, env: str | None = None) -> dict[str, plt.Figure]:
     """The notebook's figures by file name (none where nothing was injected), with the paper's numbers for `env`
     (by default the tasks' environment; FrozenLake's where the paper reports none) as reference marks, and the
-    concentration (RL's win rate at error states minus at matched states) with its paired intervals."""
+    concentration (RL's win rate at error states minus at matched states) and the continuation's differences (paired by seed),
+    each with its verdict's interval."""
     if not r.has_oracle:
         return {}
     env = env or (r.tasks[0].env if r.tasks else "frozenlake")
@@ -210,7 +211,10 @@ def figures(r: Recovery, ci: float = 0.95, env: str | None = None) -> dict[str, 
     rl, base = (paper.value(v) for v in paper.CONTINUATION_SUCCESS[reported])
     fig = plots.error_recovery(r.superior, r.continuation, ci, paper.value(paper.ERROR_STATES_RL_SUPERIOR[reported]),
                                {"rl": rl, "base": base})  # fmt: skip
-    return {"error_recovery": fig, "concentration": plots.concentration(r.concentration)}
+    figs = {"error_recovery": fig, "concentration": plots.concentration(r.concentration)}
+    if any(r.paired.values()):  # the continuation's verdicts, paired by seed (two RL seeds at least)
+        figs["continuation_paired"] = plots.continuation_differences(r.paired)
+    return figs
 
 
 def summary(cfg: Config, r: Recovery) -> dict:

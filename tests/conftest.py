@@ -3,7 +3,8 @@
 Every test writes results under a temporary KIT_RESULTS, never into results/. One session shares its built base
 models: `KIT_BASE_CACHE` points at a session folder, so the smoke base (and any other recipe) is built once, by
 whichever test needs it first, and copied into every other results folder that asks for the same recipe hash
-(helpers.base_model.path_of; the notebooks' kernels and the tests' subprocesses inherit the variable).
+(helpers.base_model.path_of; the notebooks' kernels and the tests' subprocesses inherit the variable). It shares
+its FrozenLake map cache the same way (`KIT_MAP_CACHE`).
 
 Tiers (markers, documented in pyproject.toml and the README), applied here by file and by fixture so the test
 files need not carry them:
@@ -79,6 +80,21 @@ def _base_cache(shared_tmp):
     os.environ["KIT_BASE_CACHE"] = str(cache)
     yield cache
     os.environ.pop("KIT_BASE_CACHE", None)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _map_cache(shared_tmp):
+    """One FrozenLake map cache for the session (`KIT_MAP_CACHE`, inherited by kernels and subprocesses): every test
+    has a results root of its own, and the cpu profile's selected maps cost about 20 s of a core to draw, once per
+    root without it. Tests of the cache itself set their own (left alone when KIT_MAP_CACHE is set already)."""
+    if os.environ.get("KIT_MAP_CACHE"):
+        yield Path(os.environ["KIT_MAP_CACHE"])
+        return
+    cache = shared_tmp / "frozenlake-maps"
+    cache.mkdir(exist_ok=True)
+    os.environ["KIT_MAP_CACHE"] = str(cache)
+    yield cache
+    os.environ.pop("KIT_MAP_CACHE", None)
 
 
 @pytest.fixture(scope="session")

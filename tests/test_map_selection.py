@@ -184,6 +184,7 @@ def test_the_mix_rule_keeps_maps_worth_reading_the_budget_on_and_its_prefilter_i
 
 def test_selected_map_sets_are_kept_on_disk_and_read_back(tmp_path, monkeypatch):
     monkeypatch.setenv("KIT_RESULTS", str(tmp_path))
+    monkeypatch.delenv("KIT_MAP_CACHE", raising=False)  # the test session's shared cache (conftest)
     rule = (True, 0.75, 8, 10.0, 0.0)
     fl.map_sets.cache_clear()
     first = fl.map_sets(4, 0.2, 3, 2, 5, rule)
@@ -195,4 +196,20 @@ def test_selected_map_sets_are_kept_on_disk_and_read_back(tmp_path, monkeypatch)
     fl.map_sets.cache_clear()
     assert fl.map_sets(4, 0.2, 3, 2, 5, rule) == first
     assert json.loads(files[0].read_text())["test"] == [list(d) for d in first["test"]]
+    fl.map_sets.cache_clear()
+
+
+def test_kit_map_cache_names_one_folder_for_every_results_root(tmp_path, monkeypatch):
+    """`KIT_MAP_CACHE` (the test session's shared cache) takes the place of `<results root>/_cache`: a set drawn
+    under one results root is read back under another, and neither root gets a cache of its own."""
+    monkeypatch.setenv("KIT_MAP_CACHE", str(tmp_path / "shared"))
+    rule = (True, 0.75, 8, 10.0, 0.0)
+    monkeypatch.setenv("KIT_RESULTS", str(tmp_path / "a"))
+    fl.map_sets.cache_clear()
+    first = fl.map_sets(4, 0.2, 3, 2, 6, rule)
+    assert [p.parent for p in (tmp_path / "shared").glob("*.json")] == [tmp_path / "shared"]
+    monkeypatch.setenv("KIT_RESULTS", str(tmp_path / "b"))
+    fl.map_sets.cache_clear()
+    assert fl.map_sets(4, 0.2, 3, 2, 6, rule) == first
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
     fl.map_sets.cache_clear()

@@ -284,8 +284,12 @@ def _selection_code() -> str:
 
 
 def map_cache_dir() -> Path:
-    """Where selected map sets are kept across processes: `<results root>/_cache/frozenlake-maps` (the results
-    root as `helpers.store.results_root` reads it; this module sits below `store` and cannot import it)."""
+    """Where selected map sets are kept across processes: `KIT_MAP_CACHE` when set (one folder for several results
+    roots: the test session's, whose every test has a results root of its own, shares it), else
+    `<results root>/_cache/frozenlake-maps` (the results root as `helpers.store.results_root` reads it; this module
+    sits below `store` and cannot import it). A file is named by everything that draws it, so sharing is safe."""
+    if os.environ.get("KIT_MAP_CACHE"):
+        return Path(os.environ["KIT_MAP_CACHE"])
     root = Path(os.environ.get("KIT_RESULTS", Path(__file__).resolve().parents[2] / "results"))
     return root / "_cache" / "frozenlake-maps"
 

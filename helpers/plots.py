@@ -1133,7 +1133,12 @@ def continuation_differences(paired: dict) -> plt.Figure:
     percentage points, with the verdict's interval: the t-interval over the RL seeds' differences."""
     rows = pd.DataFrame(
         {
-            c: {"value": 100 * d["diff"], "t_low": 100 * d["low"], "t_high": 100 * d["high"], "ci": d["ci_level"]}
+            c: {
+                "value": 100 * d["diff"],
+                "t_low": 100 * d["low"],
+                "t_high": 100 * d["high"],
+                "ci": d["ci_level"],
+            }
             for c, d in paired.items()
             if d
         }

@@ -136,15 +136,26 @@ def _draw(m: dict, steps: list[int]) -> plt.Figure:
             m["steps"][str(s)][key] if key != "success" else m["steps"][str(s)]["success"]["1"] for s in steps
         ]
         ax.plot(
-            steps, [v["mean"] for v in vals], marker="o", color=plots.PALETTE["budgetmix"], label="BudgetMix (mean of seeds)"
+            steps,
+            [v["mean"] for v in vals],
+            marker="o",
+            color=plots.PALETTE["budgetmix"],
+            label="BudgetMix (mean of seeds)",
         )
         ax.fill_between(
-            steps, [v["low"] for v in vals], [v["high"] for v in vals], alpha=0.2, color=plots.PALETTE["budgetmix"]
+            steps,
+            [v["low"] for v in vals],
+            [v["high"] for v in vals],
+            alpha=0.2,
+            color=plots.PALETTE["budgetmix"],
         )
         if key == "success":
             ax.axhline(m["references"]["optimum"]["1"], color="black", ls="--", label="optimum")
             ax.axhline(
-                m["references"]["rush (blind for the mix)"]["1"], color=plots.PALETTE["ppo"], ls="-.", label="always rush"
+                m["references"]["rush (blind for the mix)"]["1"],
+                color=plots.PALETTE["ppo"],
+                ls="-.",
+                label="always rush",
             )
         else:
             ax.axhline(2.0, color="black", ls="--", label="optimum")

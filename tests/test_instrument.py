@@ -69,3 +69,28 @@ def test_the_committed_run_sees_its_planted_effect_and_not_its_null(notebook):
     assert planted and null
     assert all(r["detected"] and not r["wrong"] and r["true_points"] > 10 for r in planted)
     assert not any(r["detected"] for r in null)
+
+
+def test_section_reads_its_table_back_only_for_the_same_recipe(tmp_path, monkeypatch):
+    """A rerun over a finished run (Run All on the committed artefacts) reads the section's table back from
+    `instrument_recipe.json` instead of playing the episodes again, equal to what it played; a changed cfg (or code:
+    `recipe` hashes the kit's sources) plays them again."""
+    from helpers import store
+
+    cfg = config.load("smoke", eval__n_tasks=4, eval__n_bootstrap=50)
+    out = store.open_run(cfg.results_name, "02_budgetmix_training", cfg, {})
+    played = []
+    real_run = instrument.run
+    monkeypatch.setattr(instrument, "run", lambda *a, **k: played.append(a) or real_run(*a, **k))
+    first, m1 = instrument.section(cfg, "02", out)
+    csv = (out.dir / "instrument.csv").read_bytes()
+    again, m2 = instrument.section(cfg, "02", out)
+    assert len(played) == 1  # read back, not played
+    assert again.equals(first) and m2["rows"] == [
+        {k: (v.item() if hasattr(v, "item") else v) for k, v in r.items()} for r in m1["rows"]
+    ]
+    assert (out.dir / "instrument.csv").read_bytes() == csv
+    other = config.load("smoke", eval__n_tasks=4, eval__n_bootstrap=60)
+    assert instrument.recipe(other, "02") != instrument.recipe(cfg, "02") != instrument.recipe(cfg, "05")
+    instrument.section(other, "02", out)
+    assert len(played) == 2  # another recipe: played again

@@ -152,7 +152,9 @@ INTRO = (
     "in and check it against the kit's own; the others change a knob, retrain or re-evaluate in memory. Each "
     "snippet uses only the notebook's `profile` parameter, reads what the notebook wrote or works in memory, and "
     "writes nothing into the results; its variable names leave the notebook's own alone. Runtimes were measured on "
-    "2 CPU cores by `benchmarks/exercises.py`; instructors find every answer and reference solution in "
+    "2 CPU cores by `benchmarks/exercises.py`, with the selected FrozenLake maps cached: in a fresh clone the first "
+    "snippet or notebook that reads them draws them once (about 20 s; kept under `results/_cache/` after that). "
+    "Instructors find every answer and reference solution in "
     "`docs/solutions.md`."
 )
 

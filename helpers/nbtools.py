@@ -9,6 +9,17 @@ injected), and `output_problems` lists what a reader should never see in an exec
 anything on stderr (warnings), a `PosixPath(...)`, an absolute path of this machine, a number in scientific
 notation; `progress_problems` what a batch run's progress must not leave (carriage returns, escape codes, lines of
 spaces, dozens of progress lines).
+
+Why `strip` is the kit's own and not `nbstripout` (0.9.1) as a git filter: `nbstripout --keep-id
+--drop-tagged-cells injected-parameters` with `--extra-keys` for the Papermill metadata and the six
+`language_info` keys a kernel adds gives byte for byte what `strip` gives on the committed notebooks (both
+leave them as they are) and on Papermill's executed ones (results/cpu/executed), but not on a notebook saved
+from JupyterLab: nbstripout only removes keys and cannot write one, so the kernelspec this environment's
+kernel saves ("display_name": "Python 3 (ipykernel)") stays where `strip` writes the kit's `KERNELSPEC`
+("Python 3"), and every save would show as a change of the source. Without `--keep-id` it also renumbers the
+cell ids (to 0, 1, ...), changing every cell of every committed notebook. Its Python API
+(`nbstripout.strip_output`) would replace only `strip`'s loop over the cells, at the price of a dependency
+(and it keeps the outputs of cells tagged `keep_output`).
 """
 
 from __future__ import annotations

@@ -241,6 +241,55 @@ def test_interval_bad_input():
         metrics.wilson_ci(5, 4)
 
 
+def _scipy_percentile(samples: tuple[np.ndarray, ...], n_boot: int, ci: float, seed: int):
+    """`scipy.stats.bootstrap`'s paired percentile bootstrap of mean(first) (- mean(second)), seeded as the kit
+    seeds: its result (bootstrap distribution and interval)."""
+    from scipy.stats import bootstrap
+
+    def statistic(*xs: np.ndarray, axis: int = -1) -> np.ndarray:
+        means = [np.mean(x, axis=axis) for x in xs]
+        return means[0] if len(means) == 1 else means[0] - means[1]
+
+    return bootstrap(
+        samples,
+        statistic,
+        n_resamples=n_boot,
+        confidence_level=ci,
+        method="percentile",
+        paired=True,
+        vectorized=True,
+        rng=np.random.default_rng(seed),
+    )
+
+
+def test_scipy_bootstrap_draws_as_the_kit_but_its_interval_rounds_otherwise():
+    """Why metrics keeps its own bootstrap (its module docstring): `scipy.stats.bootstrap` (paired, percentile,
+    a Generator seeded as the kit seeds, no batches, a vectorized mean) draws the same resamples and gives the
+    same bootstrap distribution to the last bit, for one sample and for a paired difference; its interval is
+    the same but for the last digits (its quantile interpolates in another order), and not always bit-equal."""
+    rng = np.random.default_rng(7)
+    differ = 0
+    for seed in range(6):
+        n = int(rng.integers(2, 120))
+        a, b = rng.integers(0, 9, n) / 8, rng.integers(0, 9, n) / 8  # per-task success rates of 8 samples
+        for samples, boot in (
+            ((a,), metrics._bootstrap([a], 500, seed, np.mean)[0]),
+            ((a, b), np.subtract(*metrics._bootstrap([a, b], 500, seed, np.mean))),
+        ):
+            res = _scipy_percentile(samples, 500, 0.95, seed)
+            assert np.array_equal(res.bootstrap_distribution, boot)  # the same draws, the same statistic
+            kit = np.percentile(boot, [2.5, 97.5])
+            scipy_ci = np.array(res.confidence_interval)
+            assert scipy_ci == pytest.approx(kit, rel=1e-14, abs=1e-15)
+            differ += not np.array_equal(scipy_ci, kit)
+    # The case the docstring names: 50 tasks, the kit's defaults (1000 draws, 95 %, seed 0).
+    v = np.random.default_rng(1).integers(0, 9, 50) / 8
+    assert metrics.bootstrap_ci(v, 1000, 0.95, 0) == (0.40493750000000006, 0.5775)
+    scipy_ci = _scipy_percentile((v,), 1000, 0.95, 0).confidence_interval
+    assert (float(scipy_ci.low), float(scipy_ci.high)) == (0.4049375000000001, 0.5775)
+    assert differ > 0
+
+
 def test_wilson_known_values():
     # Newcombe (1998), Statistics in Medicine 17:857, Table I, method 3 (Wilson score without correction).
     for s, n, lo, hi in [

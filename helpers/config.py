@@ -16,13 +16,14 @@ against its declared section (ENV_SETTINGS). The YAML reader bounds nesting and 
 keys as YAML defines them, and refuses a key given twice or a key that is not a name. Every error is a
 ConfigError that names the key and where it is set: `file:line` in the profile, or `overrides`.
 
-The config in four files, one concept each, read top to bottom:
+The config in five files, one concept each, read top to bottom:
 - `helpers.config` (this file): the whole profile (`Config`, `EnvConfig`, `ENV_SETTINGS`) and `load`, with the
   per-environment series (`per_env` blocks, `series`) and the overrides merged over the file;
 - `helpers.config_sections`: the sections, each knob with its type, default, meaning and domain;
 - `helpers.config_types`: `ConfigError`, `knob` and the type and range layer (`_build`, `_coerce`), and why it
   is not pydantic;
 - `helpers.config_yaml`: the strict YAML reader with the line of every key;
+- `helpers.config_schema`: a JSON Schema of a profile for editors (`python -m helpers.config_schema`).
 Import the config's names from here (`from helpers import config`; `config.load`, `config.TrainConfig`, ...).
 """
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import base_model, config, run
+from helpers import base_model, config, config_types, run
 from helpers.config import ConfigError
 from helpers.envs import available, settings
 from helpers.envs.base import env_class
@@ -509,7 +509,7 @@ def test_env_settings_sections_match_each_load_tasks(env, schema):
     kwargs["source"] = params["source"].default
     hints = typing.get_type_hints(schema)
     declared = {
-        f.name: config._coerce(hints[f.name], getattr(schema(), f.name), f.name)
+        f.name: config_types._coerce(hints[f.name], getattr(schema(), f.name), f.name)
         for f in dataclasses.fields(schema)
     }
     normalised = {k: list(v) if isinstance(v, tuple) else v for k, v in kwargs.items()}

@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywher
 
 from helpers import sandbox
 from helpers.envs.bfcl import parser
-from helpers.envs.code import humaneval_tasks, kit_tasks
+from helpers.envs.code_tasks import humaneval_tasks, kit_tasks
 from helpers.envs.sql import SQLEnv, engine
 from helpers.sandbox import seccomp
 

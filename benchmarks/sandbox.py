@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywher
 from helpers import sandbox
 from helpers.envs import bfcl
 from helpers.envs.base import Task
-from helpers.envs.code import humaneval_tasks, kit_tasks
+from helpers.envs.code_tasks import humaneval_tasks, kit_tasks
 from helpers.envs.sql import SQLEnv
 
 

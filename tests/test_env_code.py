@@ -15,11 +15,8 @@ from helpers import sandbox
 from helpers.budget import statement
 from helpers.envs import base
 from helpers.envs.base import Task
-from helpers.envs.code import (
-    CodeEnv,
-    demo,
-    extract_program,
-    fence,
+from helpers.envs.code import CodeEnv, demo, extract_program, fence
+from helpers.envs.code_tasks import (
     humaneval_tasks,
     humaneval_tests,
     kit_tasks,

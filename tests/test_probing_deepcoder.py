@@ -15,7 +15,8 @@ import pytest
 
 from helpers import models, probing
 from helpers.envs import StepOracle, Task, make, step_oracle
-from helpers.envs.code import CodeEnv, extract_program, fence, kit_tasks, mutate, mutation_sites
+from helpers.envs.code import CodeEnv, extract_program, fence, kit_tasks
+from helpers.envs.code_mutations import mutate, mutation_sites
 from helpers.policy import Generation, Sampling
 from helpers.rollout import ChatFormat, continue_from, rollout
 

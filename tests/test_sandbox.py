@@ -484,7 +484,7 @@ def test_verdicts_do_not_move_with_load():
     The sample: every bundled kit task and every 4th HumanEval task (their reference solutions, at the DeepCoder
     env's default limit of 4 s), a program that spins 0.5 s of CPU time (passes) and one that spins 5 s (times out);
     each reference test must also use under a tenth of its limit (a wide margin)."""
-    from helpers.envs.code import humaneval_tasks, kit_tasks
+    from helpers.envs.code_tasks import humaneval_tasks, kit_tasks
 
     tasks = kit_tasks(4) + humaneval_tasks(4)[::4]
     limits = Limits(timeout_s=4.0)

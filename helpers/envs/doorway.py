@@ -31,6 +31,7 @@ import pandas as pd
 from helpers.budget import budget_at, budgetmix_candidates
 from helpers.envs import frozenlake_dp as fl
 from helpers.envs.base import Task, check_split, seeded_subset
+from helpers.envs.frozenlake_text import render
 
 FAMILY = "doorway"
 ID_PREFIX = "door"
@@ -219,7 +220,7 @@ def map_sets(size: int, hole_p: float, n_train: int, n_test: int, map_seed: int)
             seed += 1
             if seed - base - _SPLIT_SEED[split] > 50 * n + 1000:
                 raise ValueError(f"doorway: could not draw {n} distinct {split} maps of size {size}")
-            key = fl.render(desc, fl.start_state(desc))
+            key = render(desc, fl.start_state(desc))
             if key not in seen["test"] and key not in seen["train"]:
                 seen[split][key] = desc
     assert not set(seen["train"]) & set(seen["test"]), "doorway train and test maps overlap"

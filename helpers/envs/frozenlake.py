@@ -1,43 +1,37 @@
-"""Text FrozenLake on gymnasium's own dynamics, with its finite-horizon DP oracle Q*.
+"""Text FrozenLake on gymnasium's own dynamics: the environment (task loading, reset, step, its step oracle), the
+policies computed from its DP oracle, and the scripted players and reference curves built on them.
 
-The agent sees the map rendered as text (RAGEN's symbols: `P` player, `_` frozen, `O` hole, `G` goal, `X` player
-in a hole, `√` player on the goal) and answers one move per turn as `<answer>Left</answer>`. Moves are applied by
-gymnasium's `FrozenLakeEnv` (any map through `desc`, slippery or not), seeded at reset, so an episode is fixed by
-(task, seed, actions).
+The agent sees the map rendered as text and answers one move per turn as `<answer>Left</answer>`
+(`frozenlake_text`). Moves are applied by gymnasium's `FrozenLakeEnv` (any map through `desc`, slippery or not),
+seeded at reset, so an episode is fixed by (task, seed, actions).
 
-Maps come from gymnasium's random-map generator; start and goal are then placed at random distinct cells with a
-path between them (rLLM's variant). Train and test maps are drawn from disjoint seed streams and deduplicated
-by the rendered map, and the split is checked to be disjoint.
+The maps are generated, selected and split into disjoint train and test sets in `frozenlake_maps`.
 
 `optimal_q(desc, horizon, gamma)` is finite-horizon Q* by dynamic programming on the environment's own
-transition table (`env.unwrapped.P`), index h = turns left. It scores steps (`step_quality`, gamma 0.95 as in
-the paper) and, with gamma = 1, gives the structural upper bound: the best success probability within T turns.
+transition table (`env.unwrapped.P`), index h = turns left (`frozenlake_dp`). It scores steps (`step_quality`,
+gamma 0.95 as in the paper) and, with gamma = 1, gives the structural upper bound: the best success probability
+within T turns.
+
+`frozenlake_text`, `frozenlake_dp` and `frozenlake_maps` sit below this module and never import it, nor does
+`helpers.envs.doorway` (it builds on them; the environment lists doorway tasks). Their public names, and the
+oracle's private ones other modules use, are re-exported here under their own names (`frozenlake.map_sets`,
+`frozenlake.render`, `frozenlake._optimal_q`, ...).
 """
 
 from __future__ import annotations
 
 import copy
 import functools
-import hashlib
-import inspect
-import json
-import os
-import re
-from collections import deque
 from collections.abc import Sequence
-from importlib import metadata
-from pathlib import Path
 
 import numpy as np
 from gymnasium.envs.toy_text.frozen_lake import FrozenLakeEnv as GymFrozenLake
-from gymnasium.envs.toy_text.frozen_lake import generate_random_map
 from gymnasium.utils import seeding
 
-from helpers.budget import budget_at, statement
 from helpers.envs import doorway
-from helpers.envs.base import StepResult, Task, check_split, oversized, seeded_subset
+from helpers.envs.base import StepResult, Task, check_split, seeded_subset
 
-# the maps and the oracle, apart from the environment (`frozenlake_dp`), re-exported here under their own names
+# the oracle (`frozenlake_dp`), the maps (`frozenlake_maps`) and the text (`frozenlake_text`), re-exported here
 from helpers.envs.frozenlake_dp import (
     DEFAULT_SLIP as DEFAULT_SLIP,
 )
@@ -75,56 +69,55 @@ from helpers.envs.frozenlake_dp import (
     optimal_q as optimal_q,
 )
 from helpers.envs.frozenlake_dp import (
-    render as render,
-)
-from helpers.envs.frozenlake_dp import (
     start_state as start_state,
 )
 from helpers.envs.frozenlake_dp import (
     upper_bound as upper_bound,
 )
-
-ACTIONS = ("Left", "Down", "Right", "Up")  # gymnasium's order: LEFT=0 DOWN=1 RIGHT=2 UP=3
-_ACTION_INDEX = {a.lower(): i for i, a in enumerate(ACTIONS)}
-_ANSWER = re.compile(r"<answer>(.*?)</answer>", re.IGNORECASE | re.DOTALL)
-
-SYSTEM_PROMPT = (
-    "You are playing FrozenLake. Move the player P to the goal G without stepping into a hole O. "
-    "_ is frozen ice. Moves: Left, Down, Right, Up. Reply with one move as <answer>Move</answer>."
+from helpers.envs.frozenlake_maps import (
+    SELECT_FRACTIONS as SELECT_FRACTIONS,
 )
-SLIPPERY_NOTE = " The ice is slippery: a move may go sideways instead."
+from helpers.envs.frozenlake_maps import (
+    budget_gaps as budget_gaps,
+)
+from helpers.envs.frozenlake_maps import (
+    map_cache_dir as map_cache_dir,
+)
+from helpers.envs.frozenlake_maps import (
+    map_sets as map_sets,
+)
+from helpers.envs.frozenlake_maps import (
+    random_map as random_map,
+)
+from helpers.envs.frozenlake_maps import (
+    selected as selected,
+)
+from helpers.envs.frozenlake_maps import (
+    shortest_path as shortest_path,
+)
+from helpers.envs.frozenlake_text import (
+    ACTIONS as ACTIONS,
+)
+from helpers.envs.frozenlake_text import (
+    SLIPPERY_NOTE as SLIPPERY_NOTE,
+)
+from helpers.envs.frozenlake_text import (
+    SYSTEM_PROMPT as SYSTEM_PROMPT,
+)
+from helpers.envs.frozenlake_text import (
+    format_action as format_action,
+)
+from helpers.envs.frozenlake_text import (
+    observation as observation,
+)
+from helpers.envs.frozenlake_text import (
+    parse_action as parse_action,
+)
+from helpers.envs.frozenlake_text import (
+    render as render,
+)
 
-
-def format_action(action: int) -> str:
-    """The canonical reply for an action index, e.g. '<answer>Left</answer>'."""
-    return f"<answer>{ACTIONS[action]}</answer>"
-
-
-def parse_action(text: str) -> tuple[int | None, str]:
-    """Parse a reply into an action index, or (None, what was wrong).
-
-    The reply must contain exactly one `<answer>...</answer>` whose content, stripped and case-folded, is one of
-    the four moves. Text around the tag is allowed (a larger model may explain itself); two answers, an empty
-    answer or an unknown move are invalid, and so is a reply over `MAX_REPLY_BYTES` (not searched at all).
-    """
-    too_long = oversized(text)
-    if too_long:
-        return None, too_long
-    found = _ANSWER.findall(text)
-    if not found:
-        return None, "no <answer>...</answer> tag found"
-    if len(found) > 1:
-        return None, f"{len(found)} answers given; give exactly one"
-    move = found[0].strip().lower()
-    if move not in _ACTION_INDEX:
-        return None, f"unknown move {found[0].strip()[:20]!r}"
-    return _ACTION_INDEX[move], ""
-
-
-# ------------------------------------------------------------------------------------------- the oracle
-
-
-# ---------------------------------------------------------------------- budget-blind (stationary) policies
+# ------------------------------------------------------------------------ policies from the oracle's tables
 
 
 @functools.lru_cache(maxsize=4096)
@@ -182,203 +175,6 @@ def policy_success(task: Task, policy: np.ndarray, budget: int) -> float:
         pi = policy if policy.ndim == 2 else policy[h]
         V = (pi * (R + C @ V)).sum(axis=1)
     return float(V[start_state(desc)])
-
-
-# The map selection of `env.frozenlake.select_min_gap`: the budgets, as fractions of T_max, whose gaps are averaged.
-SELECT_FRACTIONS = (0.25, 0.5, 0.75)
-
-
-def budget_gaps(task: Task, fractions: Sequence[float] = SELECT_FRACTIONS) -> np.ndarray:
-    """The budget-awareness gap of one map, in points, at each fraction of its T_max (`task.t_max`): the optimum's
-    success minus that of a blind policy for T_max, the local optimum that coordinate ascent reaches from the greedy
-    policy on the optimum's Q* at T_max (one start of `helpers.headroom.best_blind_policy`, which searches from more
-    and so can only find a blind policy as good or better at T_max). What the map selection reads: cheap (about 2 ms
-    on a 4x4 map) and exact for its policy."""
-    desc, slippery, rate = dynamics(task)
-    t_max = int(task.t_max)
-    q = _optimal_q(desc, t_max, 1.0, slippery, rate)
-    start = start_state(desc)
-    blind, _ = coordinate_ascent(task, q[t_max].argmax(axis=1), horizon_weights({t_max: 1.0}))
-    curve = blind_success(task, blind, t_max)
-    budgets = [budget_at(f, t_max) for f in fractions]
-    return np.array([100.0 * (q[T, start].max() - curve[T - 1]) for T in budgets])
-
-
-def selected(desc: tuple[str, ...], select: tuple[bool, float, int, float, float] | None) -> bool:
-    """Whether a generated map passes the selection `(is_slippery, success_rate, t_max, min_gap, min_mix_gap)`:
-    its mean `budget_gaps` over `SELECT_FRACTIONS` is at least min_gap points and its `mix_gap` at least
-    min_mix_gap (a rule at 0 is off; None: no selection, every map passes). The mix gap is tried first from the
-    shortest horizon alone, an upper bound of the full search's gap, so most maps are rejected by one ascent."""
-    if select is None:
-        return True
-    slippery, rate, t_max, min_gap, min_mix_gap = select
-    task = Task(
-        "select", "frozenlake", {"desc": list(desc), "is_slippery": slippery, "success_rate": rate}, t_max
-    )
-    if min_mix_gap > 0 and (
-        mix_gap(task, (max(1, t_max // 4),)) < min_mix_gap or mix_gap(task) < min_mix_gap
-    ):
-        return False
-    return not min_gap > 0 or bool(budget_gaps(task).mean() >= min_gap)
-
-
-def shortest_path(desc: tuple[str, ...] | list[str]) -> int | None:
-    """Fewest moves from S to G avoiding holes (None if unreachable)."""
-    n = len(desc)
-    m = len(desc[0])
-    start = divmod(start_state(desc), m)
-    seen = {start: 0}
-    queue = deque([start])
-    while queue:
-        r, c = queue.popleft()
-        if desc[r][c] == "G":
-            return seen[(r, c)]
-        for dr, dc in ((0, -1), (1, 0), (0, 1), (-1, 0)):
-            nr, nc = r + dr, c + dc
-            if 0 <= nr < n and 0 <= nc < m and desc[nr][nc] != "H" and (nr, nc) not in seen:
-                seen[(nr, nc)] = seen[(r, c)] + 1
-                queue.append((nr, nc))
-    return None
-
-
-# --------------------------------------------------------------------------------------------- the maps
-
-
-def random_map(size: int, hole_p: float, seed: int) -> tuple[str, ...] | None:
-    """A map from gymnasium's generator with S and G moved to random distinct reachable cells (or None)."""
-    board = [
-        list(row.replace("S", "F").replace("G", "F")) for row in generate_random_map(size, 1 - hole_p, seed)
-    ]
-    rng = np.random.default_rng([seed, 1])
-    free = [(r, c) for r in range(size) for c in range(size) if board[r][c] == "F"]
-    for _ in range(20):
-        i, j = rng.choice(len(free), size=2, replace=False)
-        trial = [row[:] for row in board]
-        trial[free[i][0]][free[i][1]] = "S"
-        trial[free[j][0]][free[j][1]] = "G"
-        desc = tuple("".join(row) for row in trial)
-        if shortest_path(desc) is not None:
-            return desc
-    return None
-
-
-_SPLIT_OFFSET = {"test": 0, "train": 50_000_000}
-
-
-def _selection_code() -> str:
-    """What a selected map set depends on besides its arguments: the source of every function that draws or judges
-    a map, and gymnasium's version (its generator and transition table)."""
-    fns = (
-        random_map,
-        shortest_path,
-        selected,
-        budget_gaps,
-        mix_gap,
-        coordinate_ascent,
-        blind_success,
-        _optimal_q,
-        _draw_sets,
-    )
-    src = "".join(inspect.getsource(getattr(f, "__wrapped__", f)) for f in fns)
-    return hashlib.sha256((src + metadata.version("gymnasium")).encode()).hexdigest()
-
-
-def map_cache_dir() -> Path:
-    """Where selected map sets are kept across processes: `KIT_MAP_CACHE` when set (one folder for several results
-    roots: the test session's, whose every test has a results root of its own, shares it), else
-    `<results root>/_cache/frozenlake-maps` (the results root as `helpers.store.results_root` reads it; this module
-    sits below `store` and cannot import it). A file is named by everything that draws it, so sharing is safe."""
-    if os.environ.get("KIT_MAP_CACHE"):
-        return Path(os.environ["KIT_MAP_CACHE"])
-    root = Path(os.environ.get("KIT_RESULTS", Path(__file__).resolve().parents[2] / "results"))
-    return root / "_cache" / "frozenlake-maps"
-
-
-@functools.lru_cache(maxsize=16)
-def map_sets(
-    size: int,
-    hole_p: float,
-    n_train: int,
-    n_test: int,
-    map_seed: int,
-    select: tuple[bool, float, int, float, float] | None = None,
-) -> dict[str, list[tuple]]:
-    """Disjoint train and test map sets, deduplicated by the rendered map (checked, not assumed).
-
-    With `select = (is_slippery, success_rate, t_max, min_gap, min_mix_gap)` (`env.frozenlake.select_min_gap` or
-    `select_min_mix_gap` > 0) a generated
-    map is kept only if it passes `selected`, the same rule for both splits, before deduplication; each split still
-    draws from its own seed stream, so the two stay disjoint. Selection costs about 40 ms of CPU per kept map, in
-    every process that needs the maps (a notebook's kernel, each RL worker), so a selected set is also kept on disk
-    (`map_cache_dir`), named by the hash of its arguments and of the code that draws and judges maps
-    (`_selection_code`): a changed rule or gymnasium version draws afresh. Written to a temporary name and renamed,
-    so concurrent processes never read half a file.
-    """
-    if select is None:
-        return _draw_sets(size, hole_p, n_train, n_test, map_seed, None)
-    key = json.dumps([size, hole_p, n_train, n_test, map_seed, list(select), _selection_code()])
-    path = map_cache_dir() / f"{hashlib.sha256(key.encode()).hexdigest()[:16]}.json"
-    if path.exists():
-        try:
-            stored = json.loads(path.read_text())
-            return {split: [tuple(d) for d in stored[split]] for split in ("train", "test")}
-        except (json.JSONDecodeError, KeyError, TypeError):
-            pass  # a damaged cache file is drawn again and replaced
-    sets = _draw_sets(size, hole_p, n_train, n_test, map_seed, select)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps({split: [list(d) for d in maps] for split, maps in sets.items()}))
-    os.replace(tmp, path)
-    return sets
-
-
-def _draw_sets(
-    size: int,
-    hole_p: float,
-    n_train: int,
-    n_test: int,
-    map_seed: int,
-    select: tuple[bool, float, int, float, float] | None,
-) -> dict[str, list[tuple]]:
-    """`map_sets` drawn from the generator (no cache)."""
-    base = map_seed * 100_000_000
-    rule = (
-        ""
-        if select is None
-        else f" passing the selection (select_min_gap {select[3]}, select_min_mix_gap {select[4]})"
-    )
-    test: dict[str, tuple] = {}
-    seed = base + _SPLIT_OFFSET["test"]
-    while len(test) < n_test:
-        desc = random_map(size, hole_p, seed)
-        seed += 1
-        if select is not None and seed - base - _SPLIT_OFFSET["test"] > 200 * n_test + 1_000:
-            raise ValueError(
-                f"frozenlake: only {len(test)} of {n_test} test maps of size {size}{rule} in "
-                f"{seed - base - _SPLIT_OFFSET['test']} generated maps; lower env.frozenlake.select_min_gap or select_min_mix_gap"
-            )
-        if desc is not None and selected(desc, select):
-            test.setdefault(render(desc, start_state(desc)), desc)
-    train: dict[str, tuple] = {}
-    seed = base + _SPLIT_OFFSET["train"]
-    limit = 50 * n_train + 10_000 if select is None else 200 * n_train + 1_000
-    while len(train) < n_train:
-        desc = random_map(size, hole_p, seed)
-        seed += 1
-        if seed - base - _SPLIT_OFFSET["train"] > limit:
-            raise ValueError(
-                f"frozenlake: could not find {n_train} distinct training maps of size {size}{rule} disjoint from "
-                f"the test maps; lower env.frozenlake.n_train or raise env.frozenlake.size"
-                + ("" if select is None else " or lower env.frozenlake.select_min_gap or select_min_mix_gap")
-            )
-        if desc is None:
-            continue
-        key = render(desc, start_state(desc))
-        if key not in test and key not in train and selected(desc, select):
-            train[key] = desc
-    overlap = set(train) & set(test)
-    assert not overlap, f"train and test maps overlap: {len(overlap)}"
-    return {"train": list(train.values()), "test": list(test.values())}
 
 
 # ---------------------------------------------------------------------------------------- the environment
@@ -521,8 +317,7 @@ class FrozenLakeEnv:
         ]
 
     def _observation(self, note: str) -> str:
-        head = f"{note}\n" if note else ""
-        return f"{head}{render(self.desc, self.state)}\n{statement(self.total, self.remaining)}"
+        return observation(self.desc, self.state, self.total, self.remaining, note)
 
     def step(self, action_text: str) -> StepResult:
         if self.done:

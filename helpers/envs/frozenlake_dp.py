@@ -1,7 +1,8 @@
-"""FrozenLake's maps and its DP oracle, apart from the environment: the text rendering, finite-horizon Q* on
-gymnasium's own transition table, and the exact success of deterministic budget-blind policies (with the local
-search that finds good ones and the mix gap it measures). `helpers.envs.frozenlake` re-exports every name here, and
-`helpers.envs.doorway` builds its maps on them without importing the environment (which lists doorway tasks).
+"""FrozenLake's DP oracle, apart from the environment: finite-horizon Q* on gymnasium's own transition table, and
+the exact success of deterministic budget-blind policies (with the local search that finds good ones and the mix gap
+it measures). `helpers.envs.frozenlake` re-exports every name here; `helpers.envs.frozenlake_maps` (the map
+selection) and `helpers.envs.doorway` build on them without importing the environment (which lists doorway tasks).
+The map as text is `helpers.envs.frozenlake_text.render`.
 """
 
 from __future__ import annotations
@@ -16,24 +17,6 @@ from helpers.budget import budgetmix_candidates as budget_candidates
 from helpers.envs.base import Task
 
 DEFAULT_SLIP = 1.0 / 3.0  # gymnasium's default success_rate of a slippery move
-
-
-def render(desc: tuple[str, ...] | list[str], state: int) -> str:
-    """The map as text with the player at `state`."""
-    ncol = len(desc[0])
-    rows = []
-    for r, line in enumerate(desc):
-        cells = []
-        for c, ch in enumerate(line):
-            here = r * ncol + c == state
-            if ch == "H":
-                cells.append("X" if here else "O")
-            elif ch == "G":
-                cells.append("√" if here else "G")
-            else:
-                cells.append("P" if here else "_")
-        rows.append("".join(cells))
-    return "\n".join(rows)
 
 
 def start_state(desc: tuple[str, ...] | list[str]) -> int:

@@ -21,7 +21,7 @@ import pandas as pd
 from helpers import parallel, store
 from helpers.agents import Agent, AgentLike, agent_id, opened
 from helpers.envs.base import Task
-from helpers.metrics import bootstrap_ci, method_difference, method_summary, paired_bootstrap_diff
+from helpers.metrics import bootstrap_ci, paired_bootstrap_diff
 from helpers.policy import Policy, Sampling
 from helpers.progress import bar
 from helpers.rollout import Trajectory, rollout
@@ -213,26 +213,6 @@ def gain_table(
         rows.append({"budget": budget, "fraction": fraction, "gain_points": 100 * diff, "low": 100 * low,
                      "high": 100 * high})  # fmt: skip
     return pd.DataFrame(rows)
-
-
-def method_table(
-    df: pd.DataFrame, methods: dict[str, list[str]], n_boot: int = 1000, ci: float = 0.95, seed: int = 0
-) -> pd.DataFrame:
-    """Success per (budget, method): the mean over a method's agents (its RL seeds; one agent for the base) of
-    the mean over tasks, with an interval over seeds and tasks (`metrics.crossed_bootstrap`) and the per-seed
-    values."""
-    return method_summary(success_by_task(df), methods, "success", ["budget", "fraction"], n_boot, ci, seed)
-
-
-def method_gain(
-    df: pd.DataFrame, a: list[str], b: list[str], n_boot: int = 1000, ci: float = 0.95, seed: int = 0
-) -> pd.DataFrame:
-    """Success of method `a` minus method `b` per budget, in points: mean over a's seeds minus mean over b's,
-    with a bootstrap that resamples tasks jointly (paired) and each method's seeds independently."""
-    out = method_difference(
-        success_by_task(df), a, b, "success", ["budget", "fraction"], 100, n_boot, ci, seed
-    )
-    return out.rename(columns={"difference": "gain_points"})
 
 
 def recorded_trajectories(

@@ -42,7 +42,6 @@ from helpers import (
     controls,
     models,
     parallel,
-    probing,
     recovery,
     scripted,
     store,
@@ -181,11 +180,10 @@ def success_by_budget(cfg: Config, tok, cases: dict = CASES) -> pd.DataFrame:
 
 
 def error_pools(cfg: Config, chat: ChatFormat, base, rl: dict, tasks: list) -> dict[str, list]:
-    """Every RL copy's error states, built as `recovery.error_pools` builds them from `matched.recorded`'s
-    probing trajectories (two per test task at T_max) on each RL seed's own draws (`controls.stream`): the seed's
-    base trajectories and its RL copy's, a balanced, shuffled candidate pool, errors injected."""
-    p, sampling = cfg.probing, Sampling.from_config(cfg.sampling)
-    by_id = {t.task_id: t for t in tasks}
+    """Every RL copy's error states, built as `recovery.error_pools` builds them (`recovery.seed_error_pool`)
+    from `matched.recorded`'s probing trajectories (two per test task at T_max) on each RL seed's own draws
+    (`controls.stream`): the seed's base trajectories and its RL copy's."""
+    sampling = Sampling.from_config(cfg.sampling)
 
     def recorded(policy, k: int):
         return rollout(policy, cfg.env.name, tasks, [t.t_max for t in tasks], 2, sampling,
@@ -195,12 +193,7 @@ def error_pools(cfg: Config, chat: ChatFormat, base, rl: dict, tasks: list) -> d
     for name, policy in rl.items():
         k = controls.rl_seed_of(name)
         base_trajs = recorded(base, k)  # this seed's own base trajectories
-        attempts = probing.attempts_of(base_trajs)
-        candidates = probing.matched_pool(base_trajs, recorded(policy, k), by_id, min(4 * p.n_error_states, 400),
-                                          seed=controls.stream(cfg.seed + 5000, k), at_most=True)  # fmt: skip
-        order = np.random.default_rng(controls.stream(cfg.seed + 5001, k)).permutation(len(candidates))
-        out[name] = probing.error_pool([candidates[i] for i in order], chat, controls.stream(cfg.seed + 5002, k),
-                                       p.n_error_states, attempts)  # fmt: skip
+        out[name] = recovery.seed_error_pool(cfg, chat, base_trajs, recorded(policy, k), tasks, k)
     return out
 
 

@@ -7,10 +7,9 @@ solved if any of them succeeds. From n >= K samples per (task, T) with c success
     pass@k = 1 - C(n - c, k) / C(n, k)
 
 averaged over tasks. Pass@T is Pass@(K = 8, T). Uncertainty comes from the finite set of tasks, so confidence
-intervals are a percentile bootstrap over tasks (paired over the same tasks when two models are compared), and a
-Wilson score interval for a plain proportion. The structural upper bound per T is the environment's own
-`upper_bound(task, T)` (FrozenLake: the best success probability within T turns, from the DP oracle) averaged
-over tasks.
+intervals are a percentile bootstrap over tasks (paired over the same tasks when two models are compared). The
+structural upper bound per T is the environment's own `upper_bound(task, T)` (FrozenLake: the best success
+probability within T turns, from the DP oracle) averaged over tasks.
 
 Records: one dict (or DataFrame row) per sampled trajectory with at least `model`, `task_id`, `budget` (T) and
 `success` (bool); `helpers.rollout.Trajectory` records have these fields.
@@ -36,7 +35,6 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 import pandas as pd
-from scipy.stats import norm
 
 from helpers import stats
 from helpers.envs.base import Task, env_class
@@ -237,32 +235,6 @@ def paired_bootstrap_diff(
     boot_a, boot_b = _bootstrap([a_arr, b_arr], n_boot, seed, stat)
     low, high = np.percentile(boot_a - boot_b, [100 * (1 - ci) / 2, 100 * (1 + ci) / 2])
     return float(stat(a_arr) - stat(b_arr)), float(low), float(high)
-
-
-def wilson_ci(
-    successes: object, n: object, ci: float = 0.95
-) -> tuple[float, float] | tuple[np.ndarray, np.ndarray]:
-    """Wilson score interval for a proportion p = s / n, with z the (1+ci)/2 normal quantile:
-        centre = (p + z^2 / 2n) / (1 + z^2 / n),  half = z sqrt(p(1-p)/n + z^2 / 4n^2) / (1 + z^2 / n).
-    Unlike the normal approximation it stays inside [0, 1] and is sensible at p = 0 or 1. Broadcasts."""
-    _check_ci(ci)
-    s = np.asarray(successes, dtype=np.float64)
-    m = np.asarray(n, dtype=np.float64)
-    if np.any(m < 1):
-        raise ValueError(f"n must be >= 1, got {n}")
-    if np.any(s < 0) or np.any(s > m):
-        raise ValueError(f"successes must be in [0, n], got successes={successes}, n={n}")
-    z = norm.ppf((1 + ci) / 2)
-    p = s / m
-    denom = 1 + z**2 / m
-    centre = (p + z**2 / (2 * m)) / denom
-    half = z * np.sqrt(p * (1 - p) / m + z**2 / (4 * m**2)) / denom
-    # The bounds are exactly 0 at s = 0 and 1 at s = n; pin them there against rounding.
-    low = np.where(s == 0, 0.0, np.clip(centre - half, 0.0, 1.0))
-    high = np.where(s == m, 1.0, np.clip(centre + half, 0.0, 1.0))
-    if low.ndim == 0:
-        return float(low), float(high)
-    return low, high
 
 
 # --------------------------------------------------------------------- intervals that cover training variance

@@ -190,14 +190,6 @@ def state_quality(
     return score_actions(states, [[g.text for g in row] for row in gens])
 
 
-def r_single(policy: Policy, states: list[ProbeState], k: int, sampling: Sampling) -> float:
-    """R_single on a probe pool: mean step quality of the policy's sampled actions there (dead states, where
-    every move scores the same, are left out)."""
-    q = state_quality(policy, states, k, sampling)
-    alive = ~dead_states(states)
-    return float(np.nanmean(q[alive])) if alive.any() else float("nan")
-
-
 def dead_states(states: list[ProbeState], env_kwargs: dict | None = None) -> np.ndarray:
     """True where no action can still succeed in the remaining turns (the environment's `is_dead`; False where
     an environment cannot tell)."""

@@ -75,24 +75,40 @@ class Recovery:
 
 
 def error_pools(cfg: Config, agents: dict[str, Agent], tasks: list) -> dict[str, list[probing.ProbeState]]:
-    """Every GRPO seed's error states: candidates from the base's and the seed's trajectories of notebook 04, a
-    balanced, shuffled pool larger than needed (some states admit no error), injected in order."""
-    p = cfg.probing
-    by_id = {t.task_id: t for t in tasks}
+    """Every GRPO seed's error states (`seed_error_pool`), from the base's and the seed's trajectories of notebook
+    04."""
     tokenizer = agents["base"].tokenizer()
     chat = ChatFormat(tokenizer, models.chat_kwargs(tokenizer))  # as the policies' rollouts render it
     errors = {}
     for name in controls.seeds_of(agents, "grpo"):
         k = matched.rl_seed(name)
         base = matched.recorded(cfg, agents, tasks, f"base-s{k}")  # this seed's own base trajectories
-        attempts = probing.attempts_of(base)  # replies the env may inject
-        candidates = probing.matched_pool(base, matched.recorded(cfg, agents, tasks, name), by_id,
-                                          min(4 * p.n_error_states, 400), seed=controls.stream(cfg.seed + 5000, k),
-                                          at_most=True)  # fmt: skip
-        order = np.random.default_rng(controls.stream(cfg.seed + 5001, k)).permutation(len(candidates))
-        errors[name] = probing.error_pool([candidates[i] for i in order], chat, controls.stream(cfg.seed + 5002, k),
-                                          p.n_error_states, attempts)  # fmt: skip
+        errors[name] = seed_error_pool(cfg, chat, base, matched.recorded(cfg, agents, tasks, name), tasks, k)
     return errors
+
+
+def seed_error_pool(
+    cfg: Config, chat: ChatFormat, base: list, rl: list, tasks: list, k: int
+) -> list[probing.ProbeState]:
+    """RL seed `k`'s error states from its own base trajectories and its RL model's (`base`, `rl`): candidates
+    from both, a balanced, shuffled pool larger than needed (some states admit no error), errors injected in order
+    (replies the base took on the task, `probing.attempts_of`), each draw on the seed's own stream. Notebook 05 and
+    `instrument` (scripted players in the same slots) build their pools with it."""
+    p = cfg.probing
+    by_id = {t.task_id: t for t in tasks}
+    attempts = probing.attempts_of(base)  # replies the env may inject
+    candidates = probing.matched_pool(
+        base,
+        rl,
+        by_id,
+        min(4 * p.n_error_states, 400),
+        seed=controls.stream(cfg.seed + 5000, k),
+        at_most=True,
+    )
+    order = np.random.default_rng(controls.stream(cfg.seed + 5001, k)).permutation(len(candidates))
+    return probing.error_pool(
+        [candidates[i] for i in order], chat, controls.stream(cfg.seed + 5002, k), p.n_error_states, attempts
+    )
 
 
 def concentration(per_state: pd.DataFrame, matched_states: pd.DataFrame, n_boot: int = 1000, ci: float = 0.95,

@@ -1,5 +1,5 @@
 """helpers.metrics: the pass@k estimator against brute force and exact rationals, Pass@(K,T) tables on hand-made
-records, bootstrap and Wilson intervals, and the structural upper bound from FrozenLake's DP oracle."""
+records, bootstrap intervals, and the structural upper bound from FrozenLake's DP oracle."""
 
 from __future__ import annotations
 
@@ -235,10 +235,6 @@ def test_interval_bad_input():
         metrics.bootstrap_ci([0.1, 0.2], ci=95)
     with pytest.raises(ValueError, match="same tasks"):
         metrics.paired_bootstrap_diff([0.1, 0.2], [0.3])
-    with pytest.raises(ValueError, match="n must be >= 1"):
-        metrics.wilson_ci(0, 0)
-    with pytest.raises(ValueError, match="successes must be in"):
-        metrics.wilson_ci(5, 4)
 
 
 def _scipy_percentile(samples: tuple[np.ndarray, ...], n_boot: int, ci: float, seed: int):
@@ -288,21 +284,6 @@ def test_scipy_bootstrap_draws_as_the_kit_but_its_interval_rounds_otherwise():
     scipy_ci = _scipy_percentile((v,), 1000, 0.95, 0).confidence_interval
     assert (float(scipy_ci.low), float(scipy_ci.high)) == (0.4049375000000001, 0.5775)
     assert differ > 0
-
-
-def test_wilson_known_values():
-    # Newcombe (1998), Statistics in Medicine 17:857, Table I, method 3 (Wilson score without correction).
-    for s, n, lo, hi in [
-        (81, 263, 0.2553, 0.3662),
-        (15, 148, 0.0624, 0.1605),
-        (0, 20, 0.0, 0.1611),
-        (1, 29, 0.0061, 0.1718),
-    ]:
-        low, high = metrics.wilson_ci(s, n)
-        assert (round(low, 4), round(high, 4)) == (lo, hi), (s, n)
-    low, high = metrics.wilson_ci(np.array([0, 5, 10]), 10)
-    assert low[0] == 0.0 and high[2] == 1.0
-    assert low[1] == pytest.approx(1 - high[1])  # symmetric at p = 1/2
 
 
 # ---------------------------------------------------------------------------------- structural upper bound

@@ -1,5 +1,5 @@
-"""The figures and tables a reader sees: axis ticks, intervals and their labels, n where it varies, number
-formatting (no e-notation, no -0)."""
+"""The figures a reader sees: axis ticks, intervals and their labels, n where it varies, whole points that never
+print as -0 (tables and numbers: `tests/test_fmt.py`)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,6 @@ from matplotlib.collections import PolyCollection
 
 from helpers import colourblind, llr, matched, metrics, plots
 
-E_NOTATION = re.compile(r"\d[eE][+-]?\d")
-
 
 @pytest.fixture(autouse=True)
 def _close_figures():
@@ -27,44 +25,6 @@ def _texts(fig: plt.Figure) -> str:
     """Every title, suptitle, legend entry, label and free text of a figure, joined."""
     out = [t.get_text() for t in fig.findobj(plt.Text)]
     return "\n".join(out)
-
-
-# ---------------------------------------------------------------------------------------------- numbers, tables
-
-
-@pytest.mark.parametrize(
-    ("x", "digits", "text"),
-    [(0.695, 3, "0.695"), (-0.0004, 3, "0.000"), (-0.0, 1, "0.0"), (-0.4, 0, "0"), (-0.6, 0, "-1"),
-     (1e-9, 3, "0.000"), (12.25, 1, "12.2"), (float("nan"), 3, "NaN")],
-)  # fmt: skip
-def test_number_is_fixed_point_without_minus_zero(x, digits, text):
-    assert plots.number(x, digits) == text
-
-
-def test_table_has_no_e_notation_and_no_minus_zero():
-    df = pd.DataFrame(
-        {"a": [0.695, 1e-9, 0.2], "b": [-0.0001, 5.2, 3.0], "n": [1, 2, 3], "ok": [True, False, True],
-         "per_seed": [[0.0366, -1e-7], [0.1], [0.2]], "name": ["x", "y", "z"]},
-        index=pd.Index([0.25, 0.5, 1e-8], name="fraction"),
-    )  # fmt: skip
-    assert E_NOTATION.search(df.to_string())  # what pandas shows without it
-    t = plots.table(df)
-    for text in (t.to_string(), t._repr_html_()):
-        assert not E_NOTATION.search(text)
-        assert "-0.000" not in text
-    assert t.loc[0.25, "a"] == "0.695" and t.loc[0.5, "a"] == "0.000"
-    assert t.loc[0.25, "b"] == "0.000"
-    assert t.loc[0.25, "per_seed"] == "[0.037, 0.000]"
-    assert t["n"].tolist() == [1, 2, 3] and t["ok"].tolist() == [True, False, True]
-    assert list(t.index) == [0.25, 0.5, 0.0]
-    assert plots.table(df["b"], 1).iloc[:, 0].tolist() == ["0.0", "5.2", "3.0"]  # a Series becomes a table
-    assert plots.table(None) is None  # a section that does not apply to the series shows nothing
-
-
-def test_table_rounds_float_levels_of_a_multiindex():
-    df = pd.DataFrame({"x": [0.5, 0.25]}, index=pd.MultiIndex.from_tuples([(0.0, 0.66868), (1.0, 0.381148)]))
-    t = plots.table(df)
-    assert list(t.index) == [(0.0, 0.669), (1.0, 0.381)]
 
 
 # ------------------------------------------------------------------------------------------------- Pass@(K, T)
@@ -284,15 +244,6 @@ def test_win_rate_by_depth_draws_the_interval_of_the_win_rate():
     assert fig.axes[0].containers  # bars and the error bar
 
 
-def test_table_keeps_labels_precise_and_handles_repeated_columns():
-    df = pd.DataFrame([[1.25, 2.5], [0.04, -0.04]], columns=pd.Index([0.25, 0.75], name="fraction"))
-    t = plots.table(df, 1)
-    assert list(t.columns) == [0.25, 0.75]  # labels are not rounded to the values' digits
-    assert t.iloc[1].tolist() == ["0.0", "0.0"]
-    t = plots.table(pd.DataFrame([[0.5, 0.25]], columns=["x", "x"]))
-    assert t.iloc[0].tolist() == ["0.500", "0.250"]
-
-
 def test_a_slow_legend_placement_prints_nothing(monkeypatch):
     """matplotlib warns when placing a legend at its default loc took over a second of wall-clock time (on a loaded
     machine it reached notebook 04's output); the placement does not depend on the time, so every legend of the
@@ -316,11 +267,10 @@ def test_a_slow_legend_placement_prints_nothing(monkeypatch):
     ax.plot(range(10), label="a")
     ax.legend()
     assert legend_warnings(fig), "the slow clock no longer reaches matplotlib's warning"
-    runs = {
-        name: pd.DataFrame({"step": [0, 1], "R_single": [0.1, y]})
-        for name, y in (("grpo", 0.2), ("budgetmix", 0.3))
-    }
-    assert legend_warnings(plots.compare_curves(runs, "R_single", "R_single")) == []
+    table = pd.DataFrame(
+        {"model": ["base", "grpo"], "T": [1, 1], "pass": [0.2, 0.3], "low": [0.1, 0.2], "high": [0.3, 0.4]}
+    )
+    assert legend_warnings(plots.pass_at_t_curves(table)) == []
 
 
 # ------------------------------------------------------------------------------------ fit for a slide (item 4)

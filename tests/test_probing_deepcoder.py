@@ -113,7 +113,6 @@ def test_oracle_values_dead_states_and_bounds_on_known_answers(setup):
     np.testing.assert_allclose(q_failer, np.column_stack([expected, expected]))
     assert not probing.dead_states(states).any()  # a turn is left at every live DeepCoder-MT state
     np.testing.assert_array_equal(probing.best_success(states), np.ones(6))  # the reference solves it now
-    assert probing.r_single(failer, states, 2, SAMPLING) == pytest.approx(expected.mean())
 
 
 def test_win_rate_arithmetic_on_known_answers(setup):

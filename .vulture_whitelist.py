@@ -27,7 +27,7 @@ from helpers import (
     supervision,
     testbed,
 )
-from helpers.envs import code, frozenlake
+from helpers.envs import code
 from helpers.envs.sql import spider_sqlite
 from helpers.exercises import answers
 from helpers.sandbox import uids
@@ -150,8 +150,5 @@ LIBRARIES = (
     _.cpu_s,  # helpers/sandbox/base.py: TestResult's field
 )
 
-# Dead, left to the worktree that owns helpers/envs/ in issue 49 (remove it and this line there).
-DEAD_ELSEWHERE = (frozenlake.scripted_success,)
-
 # the groups themselves, read so that vulture sees them used
-__all__ = ["BY_NAME", "DEAD_ELSEWHERE", "LIBRARIES", "NOTEBOOKS", "TESTS"]
+__all__ = ["BY_NAME", "LIBRARIES", "NOTEBOOKS", "TESTS"]

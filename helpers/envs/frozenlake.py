@@ -484,17 +484,3 @@ def stationary_success_curve(tasks: list[Task], budgets: list[int], gamma: float
         int(T): float(np.mean([policy_success(t, stationary_policy(t, gamma), T) for t in tasks]))
         for T in budgets
     }
-
-
-def scripted_success(
-    tasks: list[Task], budgets: list[int], epsilon: float, seed: int = 0
-) -> dict[int, float]:
-    """Success rate of the scripted player (one episode per task) at each budget."""
-    from helpers.envs.base import play
-
-    out = {}
-    for T in budgets:
-        player = scripted_player(epsilon, seed)
-        wins = [play(FrozenLakeEnv(), t, T, player, seed=seed)[1].success for t in tasks]
-        out[int(T)] = float(np.mean(wins))
-    return out

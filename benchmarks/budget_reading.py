@@ -92,8 +92,9 @@ def optimum_demonstrations(cfg, n: int, seed: int) -> list[list[dict]]:
 def sft_control(profile: str, spec: str) -> tuple[str, Path]:
     """`NAME:STEPS:LR` -> (name, the base fine-tuned on the optimum's demonstrations for STEPS steps at LR)."""
     name, steps, lr = spec.split(":")
-    cfg = config.load(profile, sft__obs_steps=0, sft__max_steps=int(steps), sft__lr=float(lr),
-                      sft__warmup_steps=10)  # fmt: skip
+    cfg = config.load(
+        profile, sft__obs_steps=0, sft__max_steps=int(steps), sft__lr=float(lr), sft__warmup_steps=10
+    )
     out = store.results_root() / "_cache" / "budget_reading" / f"{base_model.folder_name(cfg)}-{steps}-{lr}"
     if not (out / "config.json").exists():
         model, tok = models.load(str(base_model.path_of(config.load(profile))), device="cpu", dtype="float32")
@@ -126,8 +127,9 @@ def main() -> int:
             probs[name] = budget_probe.move_probabilities(policy, swaps, chat)
         finally:
             policy.close()
-    swap = budgetmix.swap_summary(swaps, probs, dict.fromkeys(probs, "model"), cfg.eval.n_bootstrap, cfg.eval.ci,
-                                  cfg.seed, pool)  # fmt: skip
+    swap = budgetmix.swap_summary(
+        swaps, probs, dict.fromkeys(probs, "model"), cfg.eval.n_bootstrap, cfg.eval.ci, cfg.seed, pool
+    )
     print(f"pool: {pool}")
     with pd.option_context("display.width", 250, "display.max_columns", 30):
         print(swap.table.drop(columns=["kind"]).round(3).to_string())

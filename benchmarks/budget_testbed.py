@@ -87,9 +87,11 @@ def report(name: str, maps: list[dict], kept: list[bool], t_max: int) -> dict:
         }
         out[label] = row
         fmt = lambda v: " / ".join(f"{x:+.1f}" for x in v)  # noqa: E731
-        print(f"{name} {label:4s} n={row['n']:3d}  budget awareness {fmt(row['budget_awareness'])}  "
-              f"habit {fmt(row['habit'])}  noise {fmt(row['noise'])}  bound "
-              f"{' / '.join(f'{x:.2f}' for x in row['bound'])}  solvable {list(map(int, solvable))}")  # fmt: skip
+        print(
+            f"{name} {label:4s} n={row['n']:3d}  budget awareness {fmt(row['budget_awareness'])}  "
+            f"habit {fmt(row['habit'])}  noise {fmt(row['noise'])}  bound "
+            f"{' / '.join(f'{x:.2f}' for x in row['bound'])}  solvable {list(map(int, solvable))}"
+        )
     return out
 
 
@@ -103,10 +105,23 @@ def profile_table(name: str, n: int, chat: ChatFormat, reference: float) -> None
     built = time.process_time() - start
     budgets = [budget.budget_at(f, c.t_max) for f in FRACTIONS]
     df = headroom.table(tasks, budgets, c.t_max, cfg.sft.epsilon, cfg.sft.habit_gamma, seed=cfg.seed)
-    cols = ["fraction", "noise_points", "habit_points", "budget_awareness_points", "budget_awareness_vs_mix_points",
-            "within_episode_points", "optimum", "blind_t_max", "greedy_habit", "demonstrator", "solvable_maps"]  # fmt: skip
-    print(f"[profile {name}: {len(tasks)} test maps, {c.size}x{c.size}, holes {c.hole_p}, slip {c.success_rate}, "
-          f"T_max {c.t_max}, select_min_gap {c.select_min_gap}; both map sets built in {built:.1f} s cpu]")  # fmt: skip
+    cols = [
+        "fraction",
+        "noise_points",
+        "habit_points",
+        "budget_awareness_points",
+        "budget_awareness_vs_mix_points",
+        "within_episode_points",
+        "optimum",
+        "blind_t_max",
+        "greedy_habit",
+        "demonstrator",
+        "solvable_maps",
+    ]
+    print(
+        f"[profile {name}: {len(tasks)} test maps, {c.size}x{c.size}, holes {c.hole_p}, slip {c.success_rate}, "
+        f"T_max {c.t_max}, select_min_gap {c.select_min_gap}; both map sets built in {built:.1f} s cpu]"
+    )
     print(df[cols].round(3).to_string())
     tokens = float(np.mean([episode_tokens(chat, t, c.t_max) for t in tasks[:5]]))
     print(f"full episode {tokens:.0f} tokens ({tokens / reference:.2f}x the 4x4 T_max 8 episode)\n")
@@ -151,8 +166,10 @@ def main() -> None:
         name = f"[{size}x{size} holes {hole_p} slip {rate} T_max {t_max}]"
         report(name, maps, kept, t_max)
         rel = f" ({tokens / reference:.2f}x the 4x4 T_max 8 episode)" if reference else ""
-        print(f"{name} kept {sum(kept)}/{len(maps)} maps; full episode {tokens:.0f} tokens{rel}; "
-              f"DP {time.process_time() - start:.1f} s cpu\n")  # fmt: skip
+        print(
+            f"{name} kept {sum(kept)}/{len(maps)} maps; full episode {tokens:.0f} tokens{rel}; "
+            f"DP {time.process_time() - start:.1f} s cpu\n"
+        )
 
 
 if __name__ == "__main__":

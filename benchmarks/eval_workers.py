@@ -37,22 +37,29 @@ def main() -> int:
     tasks = load_tasks(cfg.env.name, "test", n=args.tasks, **settings(cfg))
     budgets = sorted({budget.budget_at(f, t_max or tasks[0].t_max) for f in cfg.eval.budget_fractions})
     path = base_model.path_of(cfg)
-    roster = {f"base@{1 - i / 10:.1f}": Agent(f"base@{1 - i / 10:.1f}", path, cfg, temperature=1 - i / 10)
-              for i in range(args.agents)}  # fmt: skip
+    roster = {
+        f"base@{1 - i / 10:.1f}": Agent(f"base@{1 - i / 10:.1f}", path, cfg, temperature=1 - i / 10)
+        for i in range(args.agents)
+    }
     sampling = Sampling.from_config(cfg.sampling)
     seconds, records = {}, {}
     with tempfile.TemporaryDirectory() as tmp:
         for workers in (1, args.workers):
             rec = store.Records(Path(tmp) / f"records-{workers}.jsonl")
             t0 = time.perf_counter()
-            evaluate.evaluate_grid(roster, cfg.env.name, tasks, budgets, args.samples, sampling, 0, rec,
-                                   workers=workers)  # fmt: skip
+            evaluate.evaluate_grid(
+                roster, cfg.env.name, tasks, budgets, args.samples, sampling, 0, rec, workers=workers
+            )
             seconds[workers], records[workers] = time.perf_counter() - t0, rec.read()
     n = len(records[1])
-    print(f"{len(roster)} agents x {len(budgets)} budgets x {args.tasks} tasks x {args.samples} samples = {n} "
-          f"trajectories ({args.profile})")  # fmt: skip
-    print(f"one process: {seconds[1]:.1f} s; {args.workers} workers: {seconds[args.workers]:.1f} s; "
-          f"ratio {seconds[1] / seconds[args.workers]:.2f}x; same records: {records[1] == records[args.workers]}")  # fmt: skip
+    print(
+        f"{len(roster)} agents x {len(budgets)} budgets x {args.tasks} tasks x {args.samples} samples = {n} "
+        f"trajectories ({args.profile})"
+    )
+    print(
+        f"one process: {seconds[1]:.1f} s; {args.workers} workers: {seconds[args.workers]:.1f} s; "
+        f"ratio {seconds[1] / seconds[args.workers]:.2f}x; same records: {records[1] == records[args.workers]}"
+    )
     return 0
 
 

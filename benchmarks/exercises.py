@@ -88,10 +88,20 @@ def commit() -> str:
         ["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True
     ).stdout.strip()
     dirty = subprocess.run(
-        ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)results",
-         ":(exclude)benchmarks/exercises.json"],
-        cwd=REPO, capture_output=True, text=True,
-    ).stdout.strip()  # fmt: skip
+        [
+            "git",
+            "status",
+            "--porcelain",
+            "--untracked-files=no",
+            "--",
+            ".",
+            ":(exclude)results",
+            ":(exclude)benchmarks/exercises.json",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     return (head or "unknown") + ("-dirty" if dirty else "")
 
 
@@ -134,9 +144,14 @@ def main(argv: list[str] | None = None) -> int:
         "seconds of the snippet alone, each in a fresh interpreter that had already imported torch, numpy, pandas "
         f"and the modules the snippet imports; torch at {THREADS} threads; results folder checked unchanged"
     )
-    data.setdefault("runs", []).append({
-        "date": datetime.now(UTC).isoformat(timespec="seconds"), "commit": at, "keys": keys, "note": args.note,
-    })  # fmt: skip
+    data.setdefault("runs", []).append(
+        {
+            "date": datetime.now(UTC).isoformat(timespec="seconds"),
+            "commit": at,
+            "keys": keys,
+            "note": args.note,
+        }
+    )
     failed = []
     print(f"{'key':<5} {'seconds':>8}  title")
     for k in keys:

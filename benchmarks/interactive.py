@@ -53,26 +53,35 @@ def main() -> int:
             nb, cells = nbtools.run_all(path)
             seconds = time.perf_counter() - t0
             slowest = max(cells, key=lambda c: c["seconds"])
-            rows.append({
-                "notebook": path.name, "seconds": round(seconds, 1),
-                "from_scratch_seconds": from_scratch.get(path.name),
-                "slowest_cell": slowest["cell"], "slowest_cell_seconds": round(slowest["seconds"], 1),
-                "trained_or_sampled": before != nbtools.artefacts(root / "cpu"),
-                "output_problems": nbtools.output_problems(nb),
-            })  # fmt: skip
+            rows.append(
+                {
+                    "notebook": path.name,
+                    "seconds": round(seconds, 1),
+                    "from_scratch_seconds": from_scratch.get(path.name),
+                    "slowest_cell": slowest["cell"],
+                    "slowest_cell_seconds": round(slowest["seconds"], 1),
+                    "trained_or_sampled": before != nbtools.artefacts(root / "cpu"),
+                    "output_problems": nbtools.output_problems(nb),
+                }
+            )
             r = rows[-1]
             ratio = f"{r['from_scratch_seconds'] / seconds:5.1f}x" if r["from_scratch_seconds"] else "    -"
             flag = (
                 "" if seconds <= TARGET_S and not r["trained_or_sampled"] else "  <-- over target or trained"
             )
-            print(f"{path.name:32s} {seconds:6.1f} s  (from scratch {r['from_scratch_seconds'] or 0:6.1f} s, {ratio})"
-                  f"  slowest cell {r['slowest_cell']} {r['slowest_cell_seconds']:.1f} s{flag}", flush=True)  # fmt: skip
+            print(
+                f"{path.name:32s} {seconds:6.1f} s  (from scratch {r['from_scratch_seconds'] or 0:6.1f} s, {ratio})"
+                f"  slowest cell {r['slowest_cell']} {r['slowest_cell_seconds']:.1f} s{flag}",
+                flush=True,
+            )
     out = {
-        "commit": store.git_commit(), "cpus": os.cpu_count(),
+        "commit": store.git_commit(),
+        "cpus": os.cpu_count(),
         "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "target_seconds": TARGET_S, "notebooks": rows,
+        "target_seconds": TARGET_S,
+        "notebooks": rows,
         "from_scratch_run": {"seconds": scratch.get("seconds")},
-    }  # fmt: skip
+    }
     store.write_atomic(Path(args.out), json.dumps(out, indent=2) + "\n")
     worst = max(r["seconds"] for r in rows)
     print(f"slowest notebook {worst:.1f} s (target {TARGET_S:.0f} s); written to {Path(args.out).name}")

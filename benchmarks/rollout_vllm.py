@@ -38,9 +38,19 @@ from helpers.policy import HFPolicy, Sampling
 from helpers.rollout import rollout, summarize
 
 # Qwen3-4B's config.json (hub, Qwen/Qwen3-4B)
-QWEN3_4B = dict(vocab_size=151936, hidden_size=2560, intermediate_size=9728, num_hidden_layers=36,
-                num_attention_heads=32, num_key_value_heads=8, head_dim=128, max_position_embeddings=40960,
-                rope_theta=1000000.0, rms_norm_eps=1e-6, tie_word_embeddings=True)  # fmt: skip
+QWEN3_4B = dict(
+    vocab_size=151936,
+    hidden_size=2560,
+    intermediate_size=9728,
+    num_hidden_layers=36,
+    num_attention_heads=32,
+    num_key_value_heads=8,
+    head_dim=128,
+    max_position_embeddings=40960,
+    rope_theta=1000000.0,
+    rms_norm_eps=1e-6,
+    tie_word_embeddings=True,
+)
 
 # Peak HBM/GDDR bandwidth in GB/s by device-name fragment, most specific first (vendor data sheets): the first
 # fragment the device name contains wins, so a fragment must come before every fragment it contains ("GH200"
@@ -79,8 +89,13 @@ def write_model_dir(tokenizer_dir: Path, out: Path, dtype: str) -> Path:
     from transformers import AutoTokenizer, Qwen3Config
 
     tok = AutoTokenizer.from_pretrained(str(tokenizer_dir))
-    cfg = Qwen3Config(**QWEN3_4B, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
-                      bos_token_id=tok.pad_token_id, dtype=dtype)  # fmt: skip
+    cfg = Qwen3Config(
+        **QWEN3_4B,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+        bos_token_id=tok.pad_token_id,
+        dtype=dtype,
+    )
     cfg.architectures = ["Qwen3ForCausalLM"]
     out.mkdir(parents=True, exist_ok=True)
     cfg.save_pretrained(out)
@@ -118,14 +133,27 @@ def _sync() -> None:
 def measure_rollout(policy, cfg, tasks, samples: int, sampling: Sampling, seed: int) -> dict:
     _sync()
     t0 = time.perf_counter()
-    trajs = rollout(policy, cfg.env.name, tasks, cfg.env.frozenlake.t_max, samples, sampling, seed=seed,
-                    step_quality=False)  # fmt: skip
+    trajs = rollout(
+        policy,
+        cfg.env.name,
+        tasks,
+        cfg.env.frozenlake.t_max,
+        samples,
+        sampling,
+        seed=seed,
+        step_quality=False,
+    )
     _sync()
     dt = time.perf_counter() - t0
     s = summarize(trajs)
-    return {"seconds": dt, "trajectories": len(trajs), "generated_tokens": s["generated_tokens"],
-            "gen_tokens_per_s": s["generated_tokens"] / dt, "decode_steps": decode_steps(trajs),
-            "mean_turns": s["mean_turns"]}  # fmt: skip
+    return {
+        "seconds": dt,
+        "trajectories": len(trajs),
+        "generated_tokens": s["generated_tokens"],
+        "gen_tokens_per_s": s["generated_tokens"] / dt,
+        "decode_steps": decode_steps(trajs),
+        "mean_turns": s["mean_turns"],
+    }
 
 
 def measure_decode(generate, batch: int, n_tokens: int) -> dict:
@@ -145,8 +173,9 @@ def run_hf(model_dir: Path, dtype: str, cfg, tasks, args, sampling, device: str 
 
     tok = AutoTokenizer.from_pretrained(str(model_dir))
     with torch.device(device):
-        model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(str(model_dir)),
-                                                 dtype=getattr(torch, dtype))  # fmt: skip
+        model = AutoModelForCausalLM.from_config(
+            AutoConfig.from_pretrained(str(model_dir)), dtype=getattr(torch, dtype)
+        )
     model.eval()
     policy = HFPolicy(model, tok, name="hf")
     measure_rollout(policy, cfg, tasks[:2], 2, sampling, args.seed)  # warm-up
@@ -173,9 +202,16 @@ def run_vllm(model_dir: Path, dtype: str, cfg, tasks, args, sampling) -> dict:
     from helpers.policy_vllm import VLLMPolicy, llm_defaults
 
     eager = {"enforce_eager": True} if args.enforce_eager else {}  # else KIT_VLLM_ENFORCE_EAGER decides
-    policy = VLLMPolicy.from_pretrained(model_dir, device="cuda", dtype=dtype, name="vllm",
-                                        gpu_memory_utilization=args.gpu_memory_utilization,
-                                        max_model_len=args.max_model_len, load_format="dummy", **eager)  # fmt: skip
+    policy = VLLMPolicy.from_pretrained(
+        model_dir,
+        device="cuda",
+        dtype=dtype,
+        name="vllm",
+        gpu_memory_utilization=args.gpu_memory_utilization,
+        max_model_len=args.max_model_len,
+        load_format="dummy",
+        **eager,
+    )
     measure_rollout(policy, cfg, tasks[:2], 2, sampling, args.seed)  # warm-up
     r = measure_rollout(policy, cfg, tasks, args.samples, sampling, args.seed)
     r["enforce_eager"] = bool({**llm_defaults(), **eager}.get("enforce_eager", False))
@@ -193,8 +229,10 @@ def run_vllm(model_dir: Path, dtype: str, cfg, tasks, args, sampling) -> dict:
 
 def bandwidth(r: dict, bytes_per_step: int, peak: float | None) -> dict:
     out = {}
-    for what, steps, secs in (("decode", r["decode"]["steps"], r["decode"]["seconds"]),
-                              ("rollout", r["decode_steps"], r["seconds"])):  # fmt: skip
+    for what, steps, secs in (
+        ("decode", r["decode"]["steps"], r["decode"]["seconds"]),
+        ("rollout", r["decode_steps"], r["seconds"]),
+    ):
         gbs = bytes_per_step * steps / secs / 1e9
         out[what] = {"GB/s": gbs, "fraction_of_peak": gbs / peak if peak else None}
     return out
@@ -213,9 +251,12 @@ def main() -> int:
     ap.add_argument("--decode-tokens", type=int, default=128)
     ap.add_argument("--gpu-memory-utilization", type=float, default=0.5)
     ap.add_argument("--max-model-len", type=int, default=4096)
-    ap.add_argument("--enforce-eager", action="store_true",
-                    help="vLLM without CUDA graphs or compilation: a faster start, slower decoding (default: "
-                         "KIT_VLLM_ENFORCE_EAGER)")  # fmt: skip
+    ap.add_argument(
+        "--enforce-eager",
+        action="store_true",
+        help="vLLM without CUDA graphs or compilation: a faster start, slower decoding (default: "
+        "KIT_VLLM_ENFORCE_EAGER)",
+    )
     ap.add_argument("--peak-gbs", type=float, default=None, help="the GPU's peak memory bandwidth in GB/s")
     ap.add_argument("--skip-vllm", action="store_true")
     ap.add_argument("--seed", type=int, default=0)
@@ -234,9 +275,17 @@ def main() -> int:
     sampling = Sampling(1.0, 1.0, args.max_new_tokens)
     n_params = count_params(QWEN3_4B)
     bytes_per_step = weight_bytes(n_params, args.dtype)
-    results: dict = {"device": device, "peak_GB/s": peak, "dtype": args.dtype, "n_params": n_params,
-                     "weight_bytes": bytes_per_step, "tasks": args.tasks, "samples": args.samples,
-                     "t_max": args.t_max, "max_new_tokens": args.max_new_tokens}  # fmt: skip
+    results: dict = {
+        "device": device,
+        "peak_GB/s": peak,
+        "dtype": args.dtype,
+        "n_params": n_params,
+        "weight_bytes": bytes_per_step,
+        "tasks": args.tasks,
+        "samples": args.samples,
+        "t_max": args.t_max,
+        "max_new_tokens": args.max_new_tokens,
+    }
     with tempfile.TemporaryDirectory() as tmp:
         tiny = base_model.path_of(config.load("smoke"))  # only its tokenizer is used
         model_dir = write_model_dir(tiny, Path(tmp) / "qwen3-4b-shaped", args.dtype)
@@ -257,20 +306,26 @@ def main() -> int:
             results["vllm"]["bandwidth"] = bandwidth(results["vllm"], bytes_per_step, peak)
         results["vllm_note"] = vllm_note
 
-    print(f"{device}: Qwen3-4B-shaped model ({n_params / 1e9:.2f} B parameters, {args.dtype}, random weights), "
-          f"{args.tasks} tasks x {args.samples} samples x {args.t_max} turns x {args.max_new_tokens} tokens; "
-          f"peak bandwidth {peak or 'unknown (use --peak-gbs)'} GB/s")  # fmt: skip
+    print(
+        f"{device}: Qwen3-4B-shaped model ({n_params / 1e9:.2f} B parameters, {args.dtype}, random weights), "
+        f"{args.tasks} tasks x {args.samples} samples x {args.t_max} turns x {args.max_new_tokens} tokens; "
+        f"peak bandwidth {peak or 'unknown (use --peak-gbs)'} GB/s"
+    )
     for name in ("hf", "vllm"):
         if name not in results:
             continue
         r = results[name]
         bw = r["bandwidth"]
-        frac = {k: (f"{v['fraction_of_peak']:.1%}" if v["fraction_of_peak"] is not None else "n/a")
-                for k, v in bw.items()}  # fmt: skip
-        print(f"{name:5s} rollout {r['seconds']:7.2f} s  {r['gen_tokens_per_s']:9.1f} gen tokens/s  | decode "
-              f"batch {args.decode_batch}: {r['decode']['steps_per_s']:7.1f} steps/s = {bw['decode']['GB/s']:7.1f} "
-              f"GB/s ({frac['decode']} of peak)  | rollout decode {bw['rollout']['GB/s']:7.1f} GB/s "
-              f"({frac['rollout']})")  # fmt: skip
+        frac = {
+            k: (f"{v['fraction_of_peak']:.1%}" if v["fraction_of_peak"] is not None else "n/a")
+            for k, v in bw.items()
+        }
+        print(
+            f"{name:5s} rollout {r['seconds']:7.2f} s  {r['gen_tokens_per_s']:9.1f} gen tokens/s  | decode "
+            f"batch {args.decode_batch}: {r['decode']['steps_per_s']:7.1f} steps/s = {bw['decode']['GB/s']:7.1f} "
+            f"GB/s ({frac['decode']} of peak)  | rollout decode {bw['rollout']['GB/s']:7.1f} GB/s "
+            f"({frac['rollout']})"
+        )
     if "vllm" in results:
         eager = (
             " (vLLM eager: no CUDA graphs, slower than a full engine)"

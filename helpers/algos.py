@@ -163,8 +163,12 @@ def gigpo_advantages(
     # Episode level: GRPO within each task group (over trajectories, or over step rows as verl-agent).
     if episode_over_steps:
         rows = [i for i, steps in enumerate(trajectories) for _ in steps]
-        per_row = grpo_advantages(torch.tensor([float(episode_rewards[i]) for i in rows], dtype=torch.float32),
-                                  [group_ids[i] for i in rows], eps=eps, norm_by_std=norm_by_std)  # fmt: skip
+        per_row = grpo_advantages(
+            torch.tensor([float(episode_rewards[i]) for i in rows], dtype=torch.float32),
+            [group_ids[i] for i in rows],
+            eps=eps,
+            norm_by_std=norm_by_std,
+        )
         a_episode = torch.empty(n)
         for r, i in enumerate(rows):
             a_episode[i] = per_row[r]  # every row of a trajectory has the same value

@@ -34,9 +34,16 @@ def load_for(cfg, path: str | Path, name: str) -> Policy:
     """A policy over a saved model for evaluation, on the profile's backend (what the notebooks can call instead
     of `HFPolicy.from_pretrained` to evaluate with vLLM on a GPU box)."""
     if cfg.model.backend == "vllm":
-        return load(path, backend="vllm", device=cfg.model.device, dtype=cfg.model.dtype, name=name,
-                    gpu_memory_utilization=cfg.model.gpu_memory_utilization, max_model_len=cfg.model.max_model_len,
-                    seed=cfg.seed)  # fmt: skip
+        return load(
+            path,
+            backend="vllm",
+            device=cfg.model.device,
+            dtype=cfg.model.dtype,
+            name=name,
+            gpu_memory_utilization=cfg.model.gpu_memory_utilization,
+            max_model_len=cfg.model.max_model_len,
+            seed=cfg.seed,
+        )
     return load(path, backend="hf", device=cfg.model.device, dtype=cfg.model.dtype, name=name)
 
 
@@ -50,11 +57,15 @@ def rollout_policy_for(cfg, model, tokenizer, name: str = "policy") -> Policy:
         raise ValueError(f"model.backend must be 'hf' or 'vllm', got {backend!r}")
     device = models.resolve_device(cfg.model.device)
     policy = VLLMPolicy.from_pretrained(
-        getattr(model, "name_or_path", None) or cfg.model.name_or_path, device=device, dtype=cfg.model.dtype,
-        name=name, gpu_memory_utilization=cfg.model.gpu_memory_utilization,
-        max_model_len=min(cfg.model.max_model_len, model.config.max_position_embeddings), enable_sleep_mode=True,
+        getattr(model, "name_or_path", None) or cfg.model.name_or_path,
+        device=device,
+        dtype=cfg.model.dtype,
+        name=name,
+        gpu_memory_utilization=cfg.model.gpu_memory_utilization,
+        max_model_len=min(cfg.model.max_model_len, model.config.max_position_embeddings),
+        enable_sleep_mode=True,
         seed=cfg.seed,
-    )  # fmt: skip
+    )
     policy.sync_weights(model)  # a resumed run's model differs from the files on disk
     return policy
 

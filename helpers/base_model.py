@@ -289,13 +289,24 @@ def sft(
                 progress.close()
                 done = [*(p["steps"] for p in out["phases"]), len(losses)]
                 raise SFTGuardTripped(c.max_seconds, time.time() - t0, phases, done)
-        out["phases"].append({"context": context, "steps": len(losses), "batch_size": batch_size,
-                              "final_loss": float(np.mean(losses[-50:])) if losses else None})  # fmt: skip
+        out["phases"].append(
+            {
+                "context": context,
+                "steps": len(losses),
+                "batch_size": batch_size,
+                "final_loss": float(np.mean(losses[-50:])) if losses else None,
+            }
+        )
     progress.close()
     model.eval()
     seconds = time.time() - t0
-    out.update(steps=step, final_loss=out["phases"][-1]["final_loss"], seconds=seconds,
-               tokens_per_s=tokens / seconds, examples=len(transcripts))  # fmt: skip
+    out.update(
+        steps=step,
+        final_loss=out["phases"][-1]["final_loss"],
+        seconds=seconds,
+        tokens_per_s=tokens / seconds,
+        examples=len(transcripts),
+    )
     return out
 
 
@@ -368,8 +379,13 @@ def _build(cfg: Config, spec: dict, out: Path, force: bool) -> Path:
         shutil.rmtree(tmp)
     # a failure (a full disk among them: DiskFull) leaves no half-built base behind
     with store.cleaned_up(tmp, out, "the base is built again"):
-        models.build_tiny(cfg.model.tiny, tokenizer_corpus(transcripts), tmp, seed=cfg.seed,
-                          tokenizer=models.TINY[cfg.model.name_or_path])  # fmt: skip
+        models.build_tiny(
+            cfg.model.tiny,
+            tokenizer_corpus(transcripts),
+            tmp,
+            seed=cfg.seed,
+            tokenizer=models.TINY[cfg.model.name_or_path],
+        )
         model, tokenizer = models.load(tmp)
         summary = sft(model, tokenizer, transcripts, cfg, log=store.Records(tmp / "sft_log.jsonl"))
         check_complete(cfg, summary, tmp)

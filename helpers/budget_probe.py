@@ -138,8 +138,10 @@ def swapped_prompts(state: ProbeState, chat: ChatFormat, shown: list[int]) -> di
         return head + chat.observation_ids(swap(obs, r))
 
     if list(state.prefix_ids) != head + ids:
-        raise ValueError("budget probe: the state's recorded prefix is not what this chat format builds; pass the "
-                         "ChatFormat of the policy that recorded it")  # fmt: skip
+        raise ValueError(
+            "budget probe: the state's recorded prefix is not what this chat format builds; pass the "
+            "ChatFormat of the policy that recorded it"
+        )
     return {int(r): rebuild(r) for r in shown}
 
 
@@ -221,10 +223,22 @@ def probe_table(swaps: list[SwapState], probs: list[dict]) -> pd.DataFrame:
         resp = np.nan
         if s.kind == "sensitive":
             resp = (p[r1][o1].sum() - p[r2][o1].sum()) + (p[r2][o2].sum() - p[r1][o2].sum())
-        rows.append({"task_id": s.state.task["task_id"], "t": s.state.t, "square": s.square,
-                     "remaining": s.remaining, "total": s.total, "kind": s.kind, "r1": r1, "r2": r2,
-                     "cost": s.cost, "responsiveness": float(resp), "tv": _tv(p[r1], p[r2]),
-                     "p_opt": {r: float(p[r][s.optimal[r]].sum()) for r in s.shown}})  # fmt: skip
+        rows.append(
+            {
+                "task_id": s.state.task["task_id"],
+                "t": s.state.t,
+                "square": s.square,
+                "remaining": s.remaining,
+                "total": s.total,
+                "kind": s.kind,
+                "r1": r1,
+                "r2": r2,
+                "cost": s.cost,
+                "responsiveness": float(resp),
+                "tv": _tv(p[r1], p[r2]),
+                "p_opt": {r: float(p[r][s.optimal[r]].sum()) for r in s.shown},
+            }
+        )
     return pd.DataFrame(rows, columns=PROBE_COLUMNS)
 
 
@@ -307,6 +321,15 @@ def budget_mixed_states(
 ) -> list[ProbeState]:
     """Every distinct state (`distinct_states`) of `n_samples` trajectories per task of `policy`, each task at a
     budget drawn from BudgetMix's candidates at its T_max (`mixed_budgets`), so states cover every budget."""
-    trajs = rollout(policy, "frozenlake", tasks, mixed_budgets(tasks, seed), n_samples, sampling, seed=seed,
-                    env_kwargs=env_kwargs, step_quality=False)  # fmt: skip
+    trajs = rollout(
+        policy,
+        "frozenlake",
+        tasks,
+        mixed_budgets(tasks, seed),
+        n_samples,
+        sampling,
+        seed=seed,
+        env_kwargs=env_kwargs,
+        step_quality=False,
+    )
     return distinct_states(trajs, tasks, policy.name)

@@ -105,10 +105,17 @@ def evaluate(cfg: Config, out: store.Run) -> Evaluation:
     records = out.records("eval_records")
     parts = []
     for k, group in groups.items():
-        frames = evaluation.evaluate_cells(group, cfg.env.name, {(f, b): (ts, b) for (f, b), ts in cells.items()},
-                                           cfg.eval.n_samples, sampling, seed=controls.stream(cfg.seed + 1000, k),
-                                           records=records, require_seed=True,
-                                           workers=cfg.eval.workers)  # fmt: skip
+        frames = evaluation.evaluate_cells(
+            group,
+            cfg.env.name,
+            {(f, b): (ts, b) for (f, b), ts in cells.items()},
+            cfg.eval.n_samples,
+            sampling,
+            seed=controls.stream(cfg.seed + 1000, k),
+            records=records,
+            require_seed=True,
+            workers=cfg.eval.workers,
+        )
         parts += [frames[(f, b)].assign(fraction=f) for f, b in cells]
     df = pd.concat(parts, ignore_index=True)
     return Evaluation(tasks, cells, controls.methods([n for g in groups.values() for n in g]), df)
@@ -173,13 +180,36 @@ def headroom_captured(cfg: Config, ev: Evaluation, table: pd.DataFrame) -> pd.Da
         for m in ev.methods:
             r = table[(table["method"] == m) & (table["fraction"] == f)].iloc[0]
             per_seed = share(r["per_seed"])
-            iv = (stats.paired_t_interval(per_seed, np.zeros_like(per_seed), cfg.eval.ci)
-                  if per_seed.size >= 2 and np.isfinite(per_seed).all() else {"low": np.nan, "high": np.nan})  # fmt: skip
-            rows.append({"fraction": f, "budget": b, "who": m, "kind": "model", "share_pct": float(np.mean(per_seed)),
-                         "low": iv["low"], "high": iv["high"], "n_seeds": int(per_seed.size)})  # fmt: skip
+            iv = (
+                stats.paired_t_interval(per_seed, np.zeros_like(per_seed), cfg.eval.ci)
+                if per_seed.size >= 2 and np.isfinite(per_seed).all()
+                else {"low": np.nan, "high": np.nan}
+            )
+            rows.append(
+                {
+                    "fraction": f,
+                    "budget": b,
+                    "who": m,
+                    "kind": "model",
+                    "share_pct": float(np.mean(per_seed)),
+                    "low": iv["low"],
+                    "high": iv["high"],
+                    "n_seeds": int(per_seed.size),
+                }
+            )
         for ref in CAPTURE_REFERENCES:
-            rows.append({"fraction": f, "budget": b, "who": ref, "kind": "scripted",
-                         "share_pct": float(share(h.loc[b, ref])), "low": np.nan, "high": np.nan, "n_seeds": 0})  # fmt: skip
+            rows.append(
+                {
+                    "fraction": f,
+                    "budget": b,
+                    "who": ref,
+                    "kind": "scripted",
+                    "share_pct": float(share(h.loc[b, ref])),
+                    "low": np.nan,
+                    "high": np.nan,
+                    "n_seeds": 0,
+                }
+            )
     out = pd.DataFrame(rows)
     out["headroom_points"] = out["fraction"].map(
         {f: 100.0 * (h.loc[b, "optimum"] - h.loc[b, "blind_t_max"]) for f, b in budgets.items()}
@@ -193,18 +223,26 @@ def captured_wide(captured: pd.DataFrame | None) -> pd.DataFrame | None:
     as the first row."""
     if captured is None:
         return None
-    cols = {f: f"{fmt.number(float(f), 0, scale=100)} % (T = {b})" for f, b in
-            captured[["fraction", "budget"]].drop_duplicates().itertuples(index=False)}  # fmt: skip
+    cols = {
+        f: f"{fmt.number(float(f), 0, scale=100)} % (T = {b})"
+        for f, b in captured[["fraction", "budget"]].drop_duplicates().itertuples(index=False)
+    }
     first = captured.drop_duplicates("fraction")
     rows = {
         "headroom (points)": {cols[r.fraction]: fmt.number(r.headroom_points, 1) for r in first.itertuples()}
     }
     for who, g in captured.groupby("who", sort=False):
         label = CAPTURE_REFERENCES.get(who, who)
-        rows[label] = {cols[r.fraction]: ("-" if not np.isfinite(r.share_pct) else
-                                          fmt.estimate(r.share_pct, [r.low, r.high], digits=0)
-                                          if np.isfinite(r.low) else fmt.number(r.share_pct, 0))
-                       for r in g.itertuples()}  # fmt: skip
+        rows[label] = {
+            cols[r.fraction]: (
+                "-"
+                if not np.isfinite(r.share_pct)
+                else fmt.estimate(r.share_pct, [r.low, r.high], digits=0)
+                if np.isfinite(r.low)
+                else fmt.number(r.share_pct, 0)
+            )
+            for r in g.itertuples()
+        }
     return pd.DataFrame(rows).T.rename_axis("share of the budget-awareness headroom, %")
 
 
@@ -253,7 +291,7 @@ def gain_table(ev: Evaluation, n_boot: int = 1000, ci: float = 0.95, seed: int =
                 on="fraction",
             ).assign(comparison=name)
         )
-    gains = pd.concat(parts)  # fmt: skip
+    gains = pd.concat(parts)
     gains.insert(0, "budget", gains["fraction"].map(budget.budget_label(ev.cells)))
     return gains
 
@@ -311,10 +349,22 @@ def swap_pool(
     tasks = [t for t in tasks if doorway.family(t) == family]
     budgets = budget_probe.mixed_budgets(tasks, cfg.seed + 2000)
     sampling = Sampling.from_config(cfg.sampling)
-    trajs = [tr for name in names
-             for tr in evaluation.recorded_trajectories(cfg.results_name, f"{SWAP_PREFIX[family]}-{name}", agents[name],
-                                                        cfg.env.name, tasks, budgets, 1, sampling,
-                                                        seed=cfg.seed + 2000, step_quality=False)]  # fmt: skip
+    trajs = [
+        tr
+        for name in names
+        for tr in evaluation.recorded_trajectories(
+            cfg.results_name,
+            f"{SWAP_PREFIX[family]}-{name}",
+            agents[name],
+            cfg.env.name,
+            tasks,
+            budgets,
+            1,
+            sampling,
+            seed=cfg.seed + 2000,
+            step_quality=False,
+        )
+    ]
     states = budget_probe.distinct_states(trajs, tasks)
     swaps = budget_probe.swap_states(states)
     rng = np.random.default_rng(cfg.seed + 2001)
@@ -323,15 +373,25 @@ def swap_pool(
         idx = [i for i, s in enumerate(swaps) if s.kind == kind]
         n = min(cfg.probing.n_states, len(idx))
         keep |= {int(i) for i in rng.choice(idx, size=n, replace=False)} if n else set()
-    pool = {"sources": list(names), "n_tasks": len(tasks), "n_trajectories": len(trajs),
-            "n_distinct_states": len(states), "n_swap_states": len(swaps)}  # fmt: skip
+    pool = {
+        "sources": list(names),
+        "n_tasks": len(tasks),
+        "n_trajectories": len(trajs),
+        "n_distinct_states": len(states),
+        "n_swap_states": len(swaps),
+    }
     return [s for i, s in enumerate(swaps) if i in keep], pool
 
 
 def swap_summary(
-    swaps: list[budget_probe.SwapState], probs: dict[str, list[dict]], kinds: dict[str, str],
-    n_boot: int = 1000, ci: float = 0.95, seed: int = 0, pool: dict | None = None,
-) -> BudgetSwap:  # fmt: skip
+    swaps: list[budget_probe.SwapState],
+    probs: dict[str, list[dict]],
+    kinds: dict[str, str],
+    n_boot: int = 1000,
+    ci: float = 0.95,
+    seed: int = 0,
+    pool: dict | None = None,
+) -> BudgetSwap:
     """Every agent's probe on the same swap states from its move probabilities (`probs`: agent -> per state,
     {budget shown: P(move) [4]}): the per-state rows, the summaries (intervals resample maps, with the same draws
     for every agent) and the table: one row per agent, responsiveness with its interval, total variation at
@@ -342,10 +402,15 @@ def swap_summary(
         frames.append(df.assign(agent=name))
         m = summaries[name] = budget_probe.summary(df, n_boot, ci, seed)
         resp = m.get("responsiveness", {})
-        row = {"agent": name, "kind": kinds[name], "responsiveness": resp.get("mean", np.nan),
-               "low": resp.get("low", np.nan), "high": resp.get("high", np.nan),
-               "tv_sensitive": m.get("tv_sensitive", {}).get("mean", np.nan),
-               "tv_control": m.get("tv_control", {}).get("mean", np.nan)}  # fmt: skip
+        row = {
+            "agent": name,
+            "kind": kinds[name],
+            "responsiveness": resp.get("mean", np.nan),
+            "low": resp.get("low", np.nan),
+            "high": resp.get("high", np.nan),
+            "tv_sensitive": m.get("tv_sensitive", {}).get("mean", np.nan),
+            "tv_control": m.get("tv_control", {}).get("mean", np.nan),
+        }
         row |= {f"P(opt) r={r}": v["mean"] for r, v in m["p_optimal_by_budget"].items()}
         rows.append(row | {"n_sensitive": m["n_sensitive"], "n_control": m["n_control"]})
     table = pd.DataFrame(rows).set_index("agent")
@@ -384,16 +449,28 @@ def budget_swap(cfg: Config, out: store.Run, family: str = "random") -> BudgetSw
     for name in names:  # one model at a time, loaded only where its numbers are not recorded
         with opened_on_demand(agents[name], name) as policy:
             values = evaluation.recorded_per_state(
-                cfg.results_name, f"{SWAP_PREFIX[family]}-{name}", agents[name], states, recipe,
-                lambda get=policy: budget_probe.flat(swaps, budget_probe.move_probabilities(get(), swaps, chat)),
-            )  # fmt: skip
+                cfg.results_name,
+                f"{SWAP_PREFIX[family]}-{name}",
+                agents[name],
+                states,
+                recipe,
+                lambda get=policy: budget_probe.flat(
+                    swaps, budget_probe.move_probabilities(get(), swaps, chat)
+                ),
+            )
         probs[name] = budget_probe.unflat(swaps, values)
     sharp_t = agents["sharp"].temperature
-    probs = {"base": probs["base"], "sharp": budget_probe.tempered(probs["base"], sharp_t, cfg.sampling.top_p),
-             **{n: p for n, p in probs.items() if n != "base"}}  # fmt: skip
-    refs = {name: scripted.ScriptedPolicy.from_config(cfg, name.split("+")[0], tokenizer, name.endswith("+noise"),
-                                                      name=name, chat_kwargs=chat.kw)
-            for name in SWAP_REFERENCES}  # fmt: skip
+    probs = {
+        "base": probs["base"],
+        "sharp": budget_probe.tempered(probs["base"], sharp_t, cfg.sampling.top_p),
+        **{n: p for n, p in probs.items() if n != "base"},
+    }
+    refs = {
+        name: scripted.ScriptedPolicy.from_config(
+            cfg, name.split("+")[0], tokenizer, name.endswith("+noise"), name=name, chat_kwargs=chat.kw
+        )
+        for name in SWAP_REFERENCES
+    }
     kinds = {n: "model" for n in probs} | {n: "scripted" for n in refs}
     probs |= {n: budget_probe.move_probabilities(r, swaps, chat) for n, r in refs.items()}
     pool |= {"sharp_temperature": sharp_t, "delta": budget_probe.DELTA, "n_per_kind": cfg.probing.n_states}
@@ -410,16 +487,25 @@ def swap_metrics(swap: BudgetSwap | None) -> dict | None:
         return None
     agents = {}
     for name, m in swap.summaries.items():
-        agents[name] = {**{k: v for k, v in m.items() if k != "p_optimal_by_budget"}, "kind": swap.kinds[name],
-                        "p_optimal_by_budget": {str(r): v for r, v in m["p_optimal_by_budget"].items()}}  # fmt: skip
+        agents[name] = {
+            **{k: v for k, v in m.items() if k != "p_optimal_by_budget"},
+            "kind": swap.kinds[name],
+            "p_optimal_by_budget": {str(r): v for r, v in m["p_optimal_by_budget"].items()},
+        }
 
     def maps(kind: str) -> int:
         return len({s.state.task["task_id"] for s in swap.swaps if s.kind == kind})
 
     kinds = [s.kind for s in swap.swaps]
-    return {**swap.pool, "n_sensitive": kinds.count("sensitive"), "n_control": kinds.count("control"),
-            "n_maps_sensitive": maps("sensitive"), "n_maps_control": maps("control"),
-            "order": list(swap.summaries), "agents": agents}  # fmt: skip
+    return {
+        **swap.pool,
+        "n_sensitive": kinds.count("sensitive"),
+        "n_control": kinds.count("control"),
+        "n_maps_sensitive": maps("sensitive"),
+        "n_maps_control": maps("control"),
+        "order": list(swap.summaries),
+        "agents": agents,
+    }
 
 
 def captured_metrics(captured: pd.DataFrame | None) -> dict | None:
@@ -436,10 +522,19 @@ def captured_metrics(captured: pd.DataFrame | None) -> dict | None:
         "headroom_points": {f"{r.fraction:g}": float(r.headroom_points) for r in first.itertuples()},
         "min_headroom_points": MIN_HEADROOM,
         "references": dict(CAPTURE_REFERENCES),
-        "shares": {who: {f"{r.fraction:g}": {"share": num(r.share_pct), "low": num(r.low), "high": num(r.high),
-                                             "kind": r.kind} for r in g.itertuples()}
-                   for who, g in captured.groupby("who", sort=False)},
-    }  # fmt: skip
+        "shares": {
+            who: {
+                f"{r.fraction:g}": {
+                    "share": num(r.share_pct),
+                    "low": num(r.low),
+                    "high": num(r.high),
+                    "kind": r.kind,
+                }
+                for r in g.itertuples()
+            }
+            for who, g in captured.groupby("who", sort=False)
+        },
+    }
 
 
 def _by_fraction(frame: pd.DataFrame, col: str) -> dict[str, object]:
@@ -453,17 +548,30 @@ def _interval_by_fraction(frame: pd.DataFrame) -> dict[str, list]:
 def _paired_by_fraction(frame: pd.DataFrame) -> dict[str, dict]:
     """A comparison's verdicts paired by seed, per fraction: {diff, low, high, mde, sd_diff, excludes_zero,
     n_seeds, per_seed} in points."""
-    return {f"{r.fraction:g}": {"diff": float(r.gain_points), "low": float(r.t_low), "high": float(r.t_high),
-                                "mde": float(r.mde_points), "sd_diff": float(r.sd_diff_points),
-                                "excludes_zero": bool(r.excludes_zero), "n_seeds": int(r.n_seeds),
-                                "per_seed": [float(x) for x in r.per_seed_diff]}
-            for r in frame.itertuples()}  # fmt: skip
+    return {
+        f"{r.fraction:g}": {
+            "diff": float(r.gain_points),
+            "low": float(r.t_low),
+            "high": float(r.t_high),
+            "mde": float(r.mde_points),
+            "sd_diff": float(r.sd_diff_points),
+            "excludes_zero": bool(r.excludes_zero),
+            "n_seeds": int(r.n_seeds),
+            "per_seed": [float(x) for x in r.per_seed_diff],
+        }
+        for r in frame.itertuples()
+    }
 
 
 def summary(
-    cfg: Config, sharp: dict, ev: Evaluation, table: pd.DataFrame, gains: pd.DataFrame,
-    swap: BudgetSwap | None = None, captured: pd.DataFrame | None = None,
-) -> dict:  # fmt: skip
+    cfg: Config,
+    sharp: dict,
+    ev: Evaluation,
+    table: pd.DataFrame,
+    gains: pd.DataFrame,
+    swap: BudgetSwap | None = None,
+    captured: pd.DataFrame | None = None,
+) -> dict:
     """Notebook 02's metrics.json: success and gains per fraction of T_max with their intervals, the sharpened
     base, the upper bound, R_single's change under both methods (from notebook 01), the paper's gains, the
     budget-swap probe (`swap_metrics`: None where it was not run) and the share of the budget-awareness headroom
@@ -709,9 +817,14 @@ def captured_findings(m: dict) -> list[str]:
 
     def cells(who: str) -> str:
         v = c["shares"][who]
-        return " / ".join("-" if x["share"] is None else
-                          fmt.estimate(x["share"], [x["low"], x["high"]], digits=0) + " %"
-                          if x["low"] is not None else fmt.number(x["share"], 0) + " %" for x in v.values())  # fmt: skip
+        return " / ".join(
+            "-"
+            if x["share"] is None
+            else fmt.estimate(x["share"], [x["low"], x["high"]], digits=0) + " %"
+            if x["low"] is not None
+            else fmt.number(x["share"], 0) + " %"
+            for x in v.values()
+        )
 
     models = [w for w in ("grpo", "budgetmix", "grpo-sharp", "budgetmix-sharp") if w in c["shares"]]
     return [
@@ -766,8 +879,10 @@ def paired_cells(m: dict, comparison: str) -> str:
 
 def _sides(m: dict, comparison: str) -> tuple[list[str], list[str]]:
     v = m["gains_paired"][comparison]
-    return ([f for f, x in v.items() if fmt.side(x["low"], x["high"]) == "above 0"],
-            [f for f, x in v.items() if fmt.side(x["low"], x["high"]) == "below 0"])  # fmt: skip
+    return (
+        [f for f, x in v.items() if fmt.side(x["low"], x["high"]) == "above 0"],
+        [f for f, x in v.items() if fmt.side(x["low"], x["high"]) == "below 0"],
+    )
 
 
 def paired_findings(m: dict) -> list[str]:
@@ -786,12 +901,15 @@ def paired_findings(m: dict) -> list[str]:
         lines.append(
             f"  Paired by seed ({n} seeds, each with its own base-side draws; t-interval on the seed differences, "
             f"MDE at {fmt.percent(m['power'], 0)} power): {paired_cells(m, 'budgetmix - grpo')}. "
-            + (f"The interval is above 0 at {', '.join(above) or 'no budget'} and below 0 at "
-               f"{', '.join(below) or 'no budget'} of T_max; elsewhere this sample cannot decide (an effect below "
-               "the MDE could be missed)." if above or below else
-               "Every interval contains 0: the data cannot decide whether BudgetMix helps at any budget; an effect "
-               "below the MDE could be missed.")
-        )  # fmt: skip
+            + (
+                f"The interval is above 0 at {', '.join(above) or 'no budget'} and below 0 at "
+                f"{', '.join(below) or 'no budget'} of T_max; elsewhere this sample cannot decide (an effect below "
+                "the MDE could be missed)."
+                if above or below
+                else "Every interval contains 0: the data cannot decide whether BudgetMix helps at any budget; an effect "
+                "below the MDE could be missed."
+            )
+        )
     for c, label in SHARP_COMPARISONS.items():
         if c not in pg:
             continue
@@ -801,7 +919,7 @@ def paired_findings(m: dict) -> list[str]:
             f"above 0 (RL beats the sharpened base) at {', '.join(up) or 'no budget'}"
             + (f" and below 0 at {', '.join(down)}" if down else "")
             + " of T_max."
-        )  # fmt: skip
+        )
     return lines
 
 
@@ -816,8 +934,10 @@ def swap_findings(m: dict) -> list[str]:
     if bp is None:
         return [f"- **Budget-swap probe:** not run on {m.get('env', 'this environment')}: {SWAP_SKIPPED}."]
     if not bp["n_sensitive"]:
-        return [f"- **Budget-swap probe:** no budget-sensitive state among the {bp['n_distinct_states']} distinct "
-                "states of the models' budget-mixed trajectories: nothing to measure."]  # fmt: skip
+        return [
+            f"- **Budget-swap probe:** no budget-sensitive state among the {bp['n_distinct_states']} distinct "
+            "states of the models' budget-mixed trajectories: nothing to measure."
+        ]
     agents = bp["agents"]
     order = [n for n in bp.get("order", agents) if n in agents]  # the table's order (JSON sorts the keys)
     model_names = [n for n in order if agents[n]["kind"] == "model"]

@@ -69,8 +69,16 @@ def stream(seed: int, rl_seed: int) -> int:
 
 
 def _success(policy: Policy, cfg: Config, tasks, seed: int) -> float:
-    trajs = rollout(policy, cfg.env.name, tasks, [t.t_max for t in tasks], cfg.eval.n_samples,
-                    Sampling.from_config(cfg.sampling), seed=seed, step_quality=False)  # fmt: skip
+    trajs = rollout(
+        policy,
+        cfg.env.name,
+        tasks,
+        [t.t_max for t in tasks],
+        cfg.eval.n_samples,
+        Sampling.from_config(cfg.sampling),
+        seed=seed,
+        step_quality=False,
+    )
     return float(np.mean([t.success for t in trajs]))
 
 
@@ -82,9 +90,13 @@ def sharpened(cfg: Config) -> dict:
     Returns {"temperature", "target", "success": {temperature: success}, "rl_success": {name: success}}.
     """
     rl = {rl_name("full", s): train.trained_model(cfg, "full", s) for s in cfg.train.seeds}
-    recipe = {"base": base_model.identity(cfg), "rl": sorted(map(store.portable, rl.values())),
-              "eval": [cfg.eval.sharpen_temperatures, cfg.eval.sharpen_tasks, cfg.eval.n_samples],
-              "sampling": [cfg.sampling.top_p, cfg.sampling.max_new_tokens], "seed": cfg.seed}  # fmt: skip
+    recipe = {
+        "base": base_model.identity(cfg),
+        "rl": sorted(map(store.portable, rl.values())),
+        "eval": [cfg.eval.sharpen_temperatures, cfg.eval.sharpen_tasks, cfg.eval.n_samples],
+        "sampling": [cfg.sampling.top_p, cfg.sampling.max_new_tokens],
+        "seed": cfg.seed,
+    }
     digest = hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:10]
     path = store.profile_dir(cfg.results_name) / "controls" / f"sharpened-{digest}.json"
     if path.exists():
@@ -101,9 +113,15 @@ def sharpened(cfg: Config) -> dict:
             float(T): _success(Tempered(base, T), cfg, tasks, seed) for T in cfg.eval.sharpen_temperatures
         }
     chosen = min(success, key=lambda T: (abs(success[T] - target), -T))  # ties: the higher temperature
-    out = {"temperature": chosen, "target": target, "success": {str(k): v for k, v in success.items()},
-           "rl_success": rl_success, "n_tasks": len(tasks), "n_samples": cfg.eval.n_samples,
-           "recipe": recipe}  # fmt: skip
+    out = {
+        "temperature": chosen,
+        "target": target,
+        "success": {str(k): v for k, v in success.items()},
+        "rl_success": rl_success,
+        "n_tasks": len(tasks),
+        "n_samples": cfg.eval.n_samples,
+        "recipe": recipe,
+    }
     path.parent.mkdir(parents=True, exist_ok=True)
     store.write_atomic(path, json.dumps(out, indent=2, sort_keys=True) + "\n")
     return out

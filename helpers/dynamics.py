@@ -134,10 +134,15 @@ def findings(m: dict) -> list[str]:
     lines = [f"Over {g['n_seeds']} RL seeds (mean change, 95 % interval over seeds and tasks or states):"]
     if "R_single" not in g:
         o = m.get("step_oracle") or {}
-        lines.append(f"- **No R_single on {m.get('env', 'this environment')}:** it has no step oracle "
-                     f"({o.get('oracle_note', 'none declared')}), so only R_multi is tracked, as the paper does.")  # fmt: skip
-    for key, label in (("R_multi", "R_multi"), ("R_single", "R_single on the policy's own states"),
-                       ("R_single_pool", "R_single on the fixed pool")):  # fmt: skip
+        lines.append(
+            f"- **No R_single on {m.get('env', 'this environment')}:** it has no step oracle "
+            f"({o.get('oracle_note', 'none declared')}), so only R_multi is tracked, as the paper does."
+        )
+    for key, label in (
+        ("R_multi", "R_multi"),
+        ("R_single", "R_single on the policy's own states"),
+        ("R_single_pool", "R_single on the fixed pool"),
+    ):
         if key not in g:
             continue
         d = g[key]
@@ -153,8 +158,10 @@ def findings(m: dict) -> list[str]:
         )
     rs, rm = g.get("R_single"), g["R_multi"]
     if rs is None:
-        verdict = (f"R_multi changed by {change(rm)}; the step-reward half of the claim cannot be tested without an "
-                   "oracle")  # fmt: skip
+        verdict = (
+            f"R_multi changed by {change(rm)}; the step-reward half of the claim cannot be tested without an "
+            "oracle"
+        )
     elif rm["change_ci"][0] > 0 and rs["change_ci"][1] < 0:
         verdict = "as in the paper, trajectory reward rose while step reward fell"
     elif rm["change_ci"][0] > 0 and rs["change_ci"][0] > 0:

@@ -32,10 +32,18 @@ RECORD_KEYS = ("model", "task_id", "budget", "success")
 def trajectory_record(tr: Trajectory) -> dict:
     """The compact per-trajectory record the tables are built from."""
     return {
-        "model": tr.model, "task_id": tr.task_id, "budget": tr.budget, "t_max": tr.t_max,
-        "fraction": tr.budget / tr.t_max, "sample": tr.sample, "success": bool(tr.success), "reward": tr.reward,
-        "turns": tr.n_turns, "invalid_turns": sum(t["invalid"] for t in tr.turns), "exhausted": tr.exhausted,
-    }  # fmt: skip
+        "model": tr.model,
+        "task_id": tr.task_id,
+        "budget": tr.budget,
+        "t_max": tr.t_max,
+        "fraction": tr.budget / tr.t_max,
+        "sample": tr.sample,
+        "success": bool(tr.success),
+        "reward": tr.reward,
+        "turns": tr.n_turns,
+        "invalid_turns": sum(t["invalid"] for t in tr.turns),
+        "exhausted": tr.exhausted,
+    }
 
 
 def evaluate_grid(
@@ -76,8 +84,10 @@ def evaluate_grid(
     parent's). A model's cells then reach the file together, when the model is done.
     """
     if not tasks:
-        raise ValueError(f"evaluate_grid on {env_name}: the task list is empty (check the split, n_tasks or the "
-                         "task source)")  # fmt: skip
+        raise ValueError(
+            f"evaluate_grid on {env_name}: the task list is empty (check the split, n_tasks or the "
+            "task source)"
+        )
     if not models:
         raise ValueError("evaluate_grid: no models to evaluate")
     # one writer per records folder: a second sweep into the same records stops here (FolderBusy, naming this one)
@@ -136,15 +146,34 @@ def evaluate_grid(
     ].reset_index(drop=True)
 
 
-def _cells(policy: Policy, name: str, budgets: list[int], env_name: str, tasks: list[Task], n_samples: int,
-           sampling: Sampling, seed: int, per_call: int, keep: bool):  # fmt: skip
+def _cells(
+    policy: Policy,
+    name: str,
+    budgets: list[int],
+    env_name: str,
+    tasks: list[Task],
+    n_samples: int,
+    sampling: Sampling,
+    seed: int,
+    per_call: int,
+    keep: bool,
+):
     """Roll out one model's cells, one budget after another: yields (budget, compact records, the full trajectories
     or None), each in batches of `per_call` tasks."""
     for T in budgets:
         trajs = []
         for i in range(0, len(tasks), per_call):
-            trajs += rollout(policy, env_name, tasks[i : i + per_call], T, n_samples, sampling, seed=seed,
-                             step_quality=False, model_name=name)  # fmt: skip
+            trajs += rollout(
+                policy,
+                env_name,
+                tasks[i : i + per_call],
+                T,
+                n_samples,
+                sampling,
+                seed=seed,
+                step_quality=False,
+                model_name=name,
+            )
         yield T, [trajectory_record(t) for t in trajs], [t.to_dict() for t in trajs] if keep else None
 
 
@@ -193,8 +222,17 @@ def budget_table(df: pd.DataFrame, n_boot: int = 1000, ci: float = 0.95, seed: i
         ["model", "budget", "fraction"], sort=False
     ):
         low, high = bootstrap_ci(g["success"].to_numpy(), n_boot=n_boot, ci=ci, seed=seed)
-        rows.append({"model": model, "budget": budget, "fraction": fraction, "success": g["success"].mean(),
-                     "low": low, "high": high, "n_tasks": len(g)})  # fmt: skip
+        rows.append(
+            {
+                "model": model,
+                "budget": budget,
+                "fraction": fraction,
+                "success": g["success"].mean(),
+                "low": low,
+                "high": high,
+                "n_tasks": len(g),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -203,22 +241,38 @@ def gain_table(
 ) -> pd.DataFrame:
     """Success of model `a` minus model `b` per budget, in percentage points, with a paired bootstrap CI over
     tasks (both models were evaluated on the same tasks and samples)."""
-    per_task = success_by_task(df).pivot_table(index=["budget", "fraction", "task_id"], columns="model",
-                                               values="success")  # fmt: skip
+    per_task = success_by_task(df).pivot_table(
+        index=["budget", "fraction", "task_id"], columns="model", values="success"
+    )
     rows = []
     for (budget, fraction), g in per_task.groupby(level=["budget", "fraction"]):
         diff, low, high = paired_bootstrap_diff(
             g[a].to_numpy(), g[b].to_numpy(), n_boot=n_boot, ci=ci, seed=seed
         )
-        rows.append({"budget": budget, "fraction": fraction, "gain_points": 100 * diff, "low": 100 * low,
-                     "high": 100 * high})  # fmt: skip
+        rows.append(
+            {
+                "budget": budget,
+                "fraction": fraction,
+                "gain_points": 100 * diff,
+                "low": 100 * low,
+                "high": 100 * high,
+            }
+        )
     return pd.DataFrame(rows)
 
 
 def recorded_trajectories(
-    profile: str, name: str, agent: AgentLike, env_name: str, tasks: list[Task], budget: int | list[int] | None,
-    n_samples: int, sampling: Sampling, seed: int, step_quality: bool = True,
-) -> list[Trajectory]:  # fmt: skip
+    profile: str,
+    name: str,
+    agent: AgentLike,
+    env_name: str,
+    tasks: list[Task],
+    budget: int | list[int] | None,
+    n_samples: int,
+    sampling: Sampling,
+    seed: int,
+    step_quality: bool = True,
+) -> list[Trajectory]:
     """Full trajectories of one agent on `tasks` (rolled out once, then read back from the store).
 
     `budget`: one for every task, one per task, or None for each task's own T_max (`Task.t_max`). The analyses of
@@ -229,16 +283,26 @@ def recorded_trajectories(
     budgets = [t.t_max for t in tasks] if budget is None else budget
     if not isinstance(budgets, int) and len(set(budgets)) == 1:
         budgets = int(budgets[0])  # one budget for all: the recipe (and file name) of a single int
-    recipe = json.dumps([agent_id(agent), [t.task_id for t in tasks], budgets, n_samples, repr(sampling), seed,
-                         step_quality])  # fmt: skip
+    recipe = json.dumps(
+        [agent_id(agent), [t.task_id for t in tasks], budgets, n_samples, repr(sampling), seed, step_quality]
+    )
     digest = hashlib.sha256(recipe.encode()).hexdigest()[:10]
     path = store.profile_dir(profile) / "trajectories" / f"{name}-{digest}.jsonl"
     existing = [Trajectory.from_dict(d) for d in store.Records(path)]
     if len(existing) == len(tasks) * n_samples:
         return existing
     with opened(agent, name) as policy:
-        trajs = rollout(policy, env_name, tasks, budgets, n_samples, sampling, seed=seed,
-                        step_quality=step_quality, model_name=name)  # fmt: skip
+        trajs = rollout(
+            policy,
+            env_name,
+            tasks,
+            budgets,
+            n_samples,
+            sampling,
+            seed=seed,
+            step_quality=step_quality,
+            model_name=name,
+        )
     store.Records.rewrite(path, [t.to_dict() for t in trajs])
     return trajs
 
@@ -260,8 +324,12 @@ def recorded_per_state(
         return np.asarray(json.loads(path.read_text())["values"], dtype=float)
     values = np.asarray(compute(), dtype=float)
     path.parent.mkdir(parents=True, exist_ok=True)
-    store.write_atomic(path, json.dumps({"agent": agent_id(agent), "name": own, "n_states": len(states),
-                                         "values": values.tolist()}))  # fmt: skip
+    store.write_atomic(
+        path,
+        json.dumps(
+            {"agent": agent_id(agent), "name": own, "n_states": len(states), "values": values.tolist()}
+        ),
+    )
     return values
 
 

@@ -119,8 +119,9 @@ def per_map(
 COLUMNS = ("demonstrator", "greedy_habit", "blind_t_max", "blind_mix", "blind_own_budget", "optimum")
 
 
-def table(tasks: list[Task], budgets: list[int], t_max: int, epsilon: float, habit_gamma: float,
-          seed: int = 0) -> pd.DataFrame:  # fmt: skip
+def table(
+    tasks: list[Task], budgets: list[int], t_max: int, epsilon: float, habit_gamma: float, seed: int = 0
+) -> pd.DataFrame:
     """Per budget T (rows): the mean success over `tasks` of each policy of `COLUMNS`, the three headrooms in
     points (noise, habit, budget awareness; budget awareness also against the mix-tuned blind policy, and what
     remains against a blind policy tuned to T itself), and how many maps are solvable at all within T."""

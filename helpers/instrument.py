@@ -92,9 +92,15 @@ def _stream(player: str, copy: int) -> int:
 def player(cfg: Config, tok, name: str, copy: int = 0, label: str | None = None) -> scripted.ScriptedPolicy:
     """Copy `copy` of player `name` (`PLAYERS`): its own random stream and name (which seeds its stream too)."""
     kind, noisy = PLAYERS[name]
-    return scripted.ScriptedPolicy.from_config(cfg, kind, tok, noisy, seed=_stream(name, copy),
-                                               name=label or f"{name}#{copy}",
-                                               chat_kwargs=models.chat_kwargs(tok))  # fmt: skip
+    return scripted.ScriptedPolicy.from_config(
+        cfg,
+        kind,
+        tok,
+        noisy,
+        seed=_stream(name, copy),
+        name=label or f"{name}#{copy}",
+        chat_kwargs=models.chat_kwargs(tok),
+    )
 
 
 def success_from(task: Task, pi: np.ndarray, state: int, remaining: int) -> float:
@@ -110,9 +116,17 @@ def success_from(task: Task, pi: np.ndarray, state: int, remaining: int) -> floa
 
 def _row(analysis, case, budget_label, true, est, low, high) -> dict:
     detected = bool(low > 0 or high < 0)
-    return {"analysis": analysis, "case": case, "budget": budget_label, "true_points": true,
-            "estimate_points": est, "low": low, "high": high, "detected": detected,
-            "wrong": detected if true == 0 else bool(detected and np.sign(est) != np.sign(true))}  # fmt: skip
+    return {
+        "analysis": analysis,
+        "case": case,
+        "budget": budget_label,
+        "true_points": true,
+        "estimate_points": est,
+        "low": low,
+        "high": high,
+        "detected": detected,
+        "wrong": detected if true == 0 else bool(detected and np.sign(est) != np.sign(true)),
+    }
 
 
 # ---------------------------------------------------------------------------------------- notebook 02
@@ -157,8 +171,10 @@ def success_by_budget(cfg: Config, tok, cases: dict = CASES) -> pd.DataFrame:
     truth = {}
     for p in used:
         ref = player(cfg, tok, p)
-        truth[p] = {f: float(np.mean([fl.policy_success(t, ref.exact_policy(t, b), b) for t in ts]))
-                    for (f, b), ts in cells.items()}  # fmt: skip
+        truth[p] = {
+            f: float(np.mean([fl.policy_success(t, ref.exact_policy(t, b), b) for t in ts]))
+            for (f, b), ts in cells.items()
+        }
     rows = []
     for case, (a, b) in cases.items():
         keep = df["model"].isin(names[a] + names[b])
@@ -171,8 +187,17 @@ def success_by_budget(cfg: Config, tok, cases: dict = CASES) -> pd.DataFrame:
                 if a.startswith(b) or b.startswith(a)
                 else 100 * (truth[a][r.fraction] - truth[b][r.fraction])
             )
-            rows.append(_row("02 success by budget", case, f"{100 * r.fraction:g} % ({labels[r.fraction]})",
-                             round(true, 2), r.gain_points, r.t_low, r.t_high))  # fmt: skip
+            rows.append(
+                _row(
+                    "02 success by budget",
+                    case,
+                    f"{100 * r.fraction:g} % ({labels[r.fraction]})",
+                    round(true, 2),
+                    r.gain_points,
+                    r.t_low,
+                    r.t_high,
+                )
+            )
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
@@ -186,8 +211,15 @@ def error_pools(cfg: Config, chat: ChatFormat, base, rl: dict, tasks: list) -> d
     sampling = Sampling.from_config(cfg.sampling)
 
     def recorded(policy, k: int):
-        return rollout(policy, cfg.env.name, tasks, [t.t_max for t in tasks], 2, sampling,
-                       seed=controls.stream(cfg.seed + 4000, k))  # fmt: skip
+        return rollout(
+            policy,
+            cfg.env.name,
+            tasks,
+            [t.t_max for t in tasks],
+            2,
+            sampling,
+            seed=controls.stream(cfg.seed + 4000, k),
+        )
 
     out = {}
     for name, policy in rl.items():
@@ -236,11 +268,26 @@ def continuation(cfg: Config, tok, cases: dict = CASES) -> pd.DataFrame:
         if PLAYERS[a] == PLAYERS[b]:
             true = 0.0
         else:
-            true = float(np.mean([np.mean(state_truth(pool, ref_a.exact_policy) - state_truth(pool, ref_b.exact_policy))
-                                  for pool in errors.values()]))  # fmt: skip
+            true = float(
+                np.mean(
+                    [
+                        np.mean(state_truth(pool, ref_a.exact_policy) - state_truth(pool, ref_b.exact_policy))
+                        for pool in errors.values()
+                    ]
+                )
+            )
         n = sum(len(e) for e in errors.values())
-        rows.append(_row("05 continuation", case, f"{n} error states", round(100 * true, 2), 100 * point,
-                         100 * low, 100 * high))  # fmt: skip
+        rows.append(
+            _row(
+                "05 continuation",
+                case,
+                f"{n} error states",
+                round(100 * true, 2),
+                100 * point,
+                100 * low,
+                100 * high,
+            )
+        )
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
@@ -292,15 +339,23 @@ def findings(m: dict) -> list[str]:
         f"{s['n_continuations']} continuations",
     }
     for analysis, g in rows.groupby("analysis", sort=False):
-        lines.append(f"**{analysis}** on scripted players ({sizes.get(analysis, '')}); points, "
-                     f"{100 * m['ci']:.0f} % intervals:")  # fmt: skip
+        lines.append(
+            f"**{analysis}** on scripted players ({sizes.get(analysis, '')}); points, "
+            f"{100 * m['ci']:.0f} % intervals:"
+        )
         for case, c in g.groupby("case", sort=False):
-            cells = "; ".join(f"{r.budget}: true {r.true_points:+.1f}, estimated {r.estimate_points:+.1f} "
-                              f"[{r.low:+.1f}, {r.high:+.1f}]" for r in c.itertuples())  # fmt: skip
+            cells = "; ".join(
+                f"{r.budget}: true {r.true_points:+.1f}, estimated {r.estimate_points:+.1f} "
+                f"[{r.low:+.1f}, {r.high:+.1f}]"
+                for r in c.itertuples()
+            )
             k, n = int(c["detected"].sum()), len(c)
             if case.startswith("null"):
-                verdict = ("no interval excludes 0, as it should not" if k == 0 else
-                           f"the interval excludes 0 at {k} of {n}: a false positive")  # fmt: skip
+                verdict = (
+                    "no interval excludes 0, as it should not"
+                    if k == 0
+                    else f"the interval excludes 0 at {k} of {n}: a false positive"
+                )
             else:
                 verdict = f"detected (interval excludes 0) at {k} of {n}"
                 if k < n:

@@ -62,9 +62,18 @@ def action_nll(policy: Policy, trajs: list[Trajectory]) -> pd.DataFrame:
     for i, (tr, lp) in enumerate(zip(trajs, token_logprobs(policy, trajs), strict=True)):
         for turn, (s, e) in enumerate(tr.turn_spans()):
             nll = -lp[s:e]
-            rows.append({"trajectory": i, "model": tr.model, "task_id": tr.task_id, "turn": turn + 1,
-                         "n_tokens": e - s, "nll_mean": float(nll.mean()), "nll_sum": float(nll.sum()),
-                         "success": tr.success})  # fmt: skip
+            rows.append(
+                {
+                    "trajectory": i,
+                    "model": tr.model,
+                    "task_id": tr.task_id,
+                    "turn": turn + 1,
+                    "n_tokens": e - s,
+                    "nll_mean": float(nll.mean()),
+                    "nll_sum": float(nll.sum()),
+                    "success": tr.success,
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -78,13 +87,27 @@ def cumulative_llr(policy_a: Policy, policy_b: Policy, trajs: list[Trajectory]) 
         for turn, (s, e) in enumerate(tr.turn_spans()):
             step = float(lp_a[i][s:e].sum() - lp_b[i][s:e].sum())
             cum += step
-            rows.append({"trajectory": i, "model": tr.model, "task_id": tr.task_id, "turn": turn + 1, "llr": step,
-                         "cum_llr": cum, "success": tr.success})  # fmt: skip
+            rows.append(
+                {
+                    "trajectory": i,
+                    "model": tr.model,
+                    "task_id": tr.task_id,
+                    "turn": turn + 1,
+                    "llr": step,
+                    "cum_llr": cum,
+                    "success": tr.success,
+                }
+            )
     return pd.DataFrame(rows)
 
 
-def from_transcript(messages: list[dict], chat: ChatFormat, model: str = "transcript", success: bool = False,
-                    task_id: str = "transcript") -> Trajectory:  # fmt: skip
+def from_transcript(
+    messages: list[dict],
+    chat: ChatFormat,
+    model: str = "transcript",
+    success: bool = False,
+    task_id: str = "transcript",
+) -> Trajectory:
     """A chat transcript as a Trajectory: the messages before the first assistant turn are the prompt; each
     assistant turn is an action (mask 1), every other message context (consecutive ones joined into one
     observation). Lets transcripts from other agents (Terminal-Bench, say) go through `action_nll` and
@@ -119,9 +142,21 @@ def from_transcript(messages: list[dict], chat: ChatFormat, model: str = "transc
     if pending:
         piece = chat.observation_ids("\n".join(pending))
         ids, mask = ids + piece, mask + [0] * len(piece)
-    return Trajectory(task_id=task_id, env="transcript", model=model, budget=len(turns), t_max=len(turns), seed=0,
-                      sample=0, token_ids=ids, gen_mask=mask, logprobs=[0.0] * len(ids), prompt_len=prompt_len,
-                      turns=turns, success=success)  # fmt: skip
+    return Trajectory(
+        task_id=task_id,
+        env="transcript",
+        model=model,
+        budget=len(turns),
+        t_max=len(turns),
+        seed=0,
+        sample=0,
+        token_ids=ids,
+        gen_mask=mask,
+        logprobs=[0.0] * len(ids),
+        prompt_len=prompt_len,
+        turns=turns,
+        success=success,
+    )
 
 
 # ------------------------------------------------------------------------------------ transcripts on disk
@@ -163,14 +198,21 @@ def _transcript(d: object, where: str) -> Transcript:
         raise ValueError(f"{where}: 'messages' must be a non-empty list")
     for k, m in enumerate(msgs):
         if not isinstance(m, dict) or m.get("role") not in ROLES or not isinstance(m.get("content"), str):
-            raise ValueError(f"{where}: message {k} must be {{'role': one of {ROLES}, 'content': str}}, got "
-                             f"{str(m)[:80]!r}")  # fmt: skip
+            raise ValueError(
+                f"{where}: message {k} must be {{'role': one of {ROLES}, 'content': str}}, got "
+                f"{str(m)[:80]!r}"
+            )
     roles = [m["role"] for m in msgs]
     if "assistant" not in roles or roles.index("assistant") == 0:
         raise ValueError(f"{where}: needs prompt messages followed by at least one assistant turn")
-    return Transcript(id=d["id"], agent=d["agent"], success=d["success"],
-                      messages=[{"role": m["role"], "content": m["content"]} for m in msgs], task=d.get("task"),
-                      meta=dict(d.get("meta") or {}))  # fmt: skip
+    return Transcript(
+        id=d["id"],
+        agent=d["agent"],
+        success=d["success"],
+        messages=[{"role": m["role"], "content": m["content"]} for m in msgs],
+        task=d.get("task"),
+        meta=dict(d.get("meta") or {}),
+    )
 
 
 def read_transcripts(path: str | Path) -> list[Transcript]:
@@ -273,8 +315,10 @@ def to_trajectories(
                 if parsed is None:
                     turn.update(invalid=True, problem=why)
                 else:
-                    turn.update(commands=[c["keystrokes"] for c in parsed["commands"]],
-                                task_complete=parsed["task_complete"])  # fmt: skip
+                    turn.update(
+                        commands=[c["keystrokes"] for c in parsed["commands"]],
+                        task_complete=parsed["task_complete"],
+                    )
         out.append(tr)
     return out
 
@@ -304,8 +348,14 @@ _SYSTEM = "Use the shell. Reply in JSON: analysis, plan, commands, task_complete
 
 
 def _terminus(analysis: str, plan: str, keystrokes: list[str], complete: bool) -> str:
-    return json.dumps({"analysis": analysis, "plan": plan, "task_complete": complete,
-                       "commands": [{"keystrokes": k, "duration": 0.1} for k in keystrokes]})  # fmt: skip
+    return json.dumps(
+        {
+            "analysis": analysis,
+            "plan": plan,
+            "task_complete": complete,
+            "commands": [{"keystrokes": k, "duration": 0.1} for k in keystrokes],
+        }
+    )
 
 
 def example_transcripts(n_per_agent: int = 4, seed: int = 0) -> list[Transcript]:
@@ -327,14 +377,20 @@ def example_transcripts(n_per_agent: int = 4, seed: int = 0) -> list[Transcript]
                 f"echo '{content}' > {target}\n",
                 f"cat {name}\n",
             ]
-            msgs = [{"role": "system", "content": _SYSTEM},
-                    {"role": "user", "content": f"Task: {instruction}\n$ "}]  # fmt: skip
+            msgs = [
+                {"role": "system", "content": _SYSTEM},
+                {"role": "user", "content": f"Task: {instruction}\n$ "},
+            ]
             if agent == "base":
-                msgs += [{"role": "assistant", "content": _terminus("Start.", "Look.", ["ls\n"], False)},
-                         {"role": "user", "content": "data.csv\n$ "}]  # fmt: skip
-            msgs += [{"role": "assistant", "content": _terminus(f"Need {name}.", "Write, show.", keys, False)},
-                     {"role": "user", "content": f"{shown}\n$ "},
-                     {"role": "assistant", "content": _terminus("Done.", "Finish.", [], True)}]  # fmt: skip
+                msgs += [
+                    {"role": "assistant", "content": _terminus("Start.", "Look.", ["ls\n"], False)},
+                    {"role": "user", "content": "data.csv\n$ "},
+                ]
+            msgs += [
+                {"role": "assistant", "content": _terminus(f"Need {name}.", "Write, show.", keys, False)},
+                {"role": "user", "content": f"{shown}\n$ "},
+                {"role": "assistant", "content": _terminus("Done.", "Finish.", [], True)},
+            ]
             meta = {"generator": "helpers.likelihood.example_transcripts", "seed": seed}
             out.append(Transcript(f"{agent}-{i:03d}", agent, not slip, msgs, task=task, meta=meta))
     return out
@@ -352,8 +408,9 @@ def transcripts_file(setting: str | None, examples_path: str | Path) -> Path | N
     return path if path.is_absolute() else REPO_ROOT / path
 
 
-def transcript_summary(nll: pd.DataFrame, llr: pd.DataFrame, n_boot: int = 1000, ci: float = 0.95,
-                       seed: int = 0) -> dict:  # fmt: skip
+def transcript_summary(
+    nll: pd.DataFrame, llr: pd.DataFrame, n_boot: int = 1000, ci: float = 0.95, seed: int = 0
+) -> dict:
     """Per agent of a transcript set: the mean per-token NLL of its actions under the base policy (mean per
     transcript, bootstrap over transcripts) from `action_nll`, and the final cumulative LLR of its successful
     transcripts from `cumulative_llr` rows of every RL seed (column `rl_seed`; mean over seeds, nested bootstrap).
@@ -379,9 +436,14 @@ def transcript_summary(nll: pd.DataFrame, llr: pd.DataFrame, n_boot: int = 1000,
 
 
 def score_transcripts(
-    path: str | Path, base: Policy, rl: dict[str, AgentLike], n_boot: int = 1000, ci: float = 0.95, seed: int = 0,
+    path: str | Path,
+    base: Policy,
+    rl: dict[str, AgentLike],
+    n_boot: int = 1000,
+    ci: float = 0.95,
+    seed: int = 0,
     style: str | None = "terminus",
-) -> tuple[dict, pd.DataFrame, pd.DataFrame]:  # fmt: skip
+) -> tuple[dict, pd.DataFrame, pd.DataFrame]:
     """Read a transcript file, encode it with the base policy's chat format, leave out transcripts longer than the
     base's context, and score the rest: per-token NLL of the actions under `base` and, for each RL policy of `rl`
     (name -> policy or `helpers.agents.Agent`, opened one at a time, e.g. one per seed), the cumulative LLR against
@@ -390,9 +452,14 @@ def score_transcripts(
     transcripts = read_transcripts(path)
     chat = ChatFormat(base.tokenizer, getattr(base, "chat_kwargs", None))
     encoded, too_long = within_context(to_trajectories(transcripts, chat, style=style), base)
-    info = {"file": store.portable(path), "n_read": len(transcripts), "too_long": too_long, "style": style,
-            "agents": sorted({t.agent for t in transcripts}),
-            "invalid_turns": int(sum(t["invalid"] for tr in encoded for t in tr.turns))}  # fmt: skip
+    info = {
+        "file": store.portable(path),
+        "n_read": len(transcripts),
+        "too_long": too_long,
+        "style": style,
+        "agents": sorted({t.agent for t in transcripts}),
+        "invalid_turns": int(sum(t["invalid"] for tr in encoded for t in tr.turns)),
+    }
     if not encoded:
         return info, pd.DataFrame(), pd.DataFrame()
     nll = action_nll(base, encoded)

@@ -65,10 +65,21 @@ def record(cfg: Config) -> Recorded:
     n_per_task = max(1, -(-p.n_trajectories // len(tasks)))
     sampling = Sampling.from_config(cfg.sampling)
     agents = controls.agents(cfg, modes=("full",), symmetric=False)  # notebook 06 has no symmetric control
-    trajs = {name: evaluate.recorded_trajectories(cfg.results_name, f"likelihood-{name}", agents[name], cfg.env.name,
-                                                  tasks, None, n_per_task, sampling, seed=cfg.seed + 6000,
-                                                  step_quality=False)
-             for name in agents}  # fmt: skip
+    trajs = {
+        name: evaluate.recorded_trajectories(
+            cfg.results_name,
+            f"likelihood-{name}",
+            agents[name],
+            cfg.env.name,
+            tasks,
+            None,
+            n_per_task,
+            sampling,
+            seed=cfg.seed + 6000,
+            step_quality=False,
+        )
+        for name in agents
+    }
     return Recorded(cfg.results_name, tasks, agents, controls.seeds_of(agents, "grpo"), trajs)
 
 
@@ -84,8 +95,12 @@ def action_nll(rec: Recorded) -> pd.DataFrame:
     """Per action of the base's, the sharpened base's and every GRPO seed's trajectories: its per-token NLL under
     the base policy (`likelihood.action_nll`); column `actions_of` names the agent."""
     with scorer(rec, "base") as base:
-        return pd.concat([likelihood.action_nll(base, rec.trajs[name]).assign(actions_of=name)
-                          for name in ["base", "sharp", *rec.rl_names]])  # fmt: skip
+        return pd.concat(
+            [
+                likelihood.action_nll(base, rec.trajs[name]).assign(actions_of=name)
+                for name in ["base", "sharp", *rec.rl_names]
+            ]
+        )
 
 
 def by_source(nll: pd.DataFrame) -> pd.DataFrame:
@@ -95,8 +110,9 @@ def by_source(nll: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def nll_summary(nll: pd.DataFrame, rl_names: list[str], n_boot: int = 1000, ci: float = 0.95,
-                seed: int = 0) -> dict[str, tuple[float, float, float]]:  # fmt: skip
+def nll_summary(
+    nll: pd.DataFrame, rl_names: list[str], n_boot: int = 1000, ci: float = 0.95, seed: int = 0
+) -> dict[str, tuple[float, float, float]]:
     """Mean per-token NLL per trajectory of each source's actions, (mean, low, high): base and sharp over their
     trajectories, rl over seeds then trajectories."""
     per_traj = nll.groupby(["actions_of", "trajectory"])["nll_mean"].mean()
@@ -115,13 +131,18 @@ def cumulative(rec: Recorded) -> pd.DataFrame:
     with scorer(rec, "base") as base:
         for name in rec.rl_names:
             with scorer(rec, name) as rl:  # one RL seed at a time, beside the base
-                rows += [likelihood.cumulative_llr(rl, base, rec.trajs[src]).assign(trajectories_of=role, rl_seed=name)
-                         for role, src in (("rl", name), ("base", "base"), ("sharp", "sharp"))]  # fmt: skip
+                rows += [
+                    likelihood.cumulative_llr(rl, base, rec.trajs[src]).assign(
+                        trajectories_of=role, rl_seed=name
+                    )
+                    for role, src in (("rl", name), ("base", "base"), ("sharp", "sharp"))
+                ]
     return pd.concat(rows, ignore_index=True)
 
 
-def llr_summary(ratio: pd.DataFrame, rl_names: list[str], n_boot: int = 1000, ci: float = 0.95,
-                seed: int = 0) -> dict[str, tuple[float, float, float]]:  # fmt: skip
+def llr_summary(
+    ratio: pd.DataFrame, rl_names: list[str], n_boot: int = 1000, ci: float = 0.95, seed: int = 0
+) -> dict[str, tuple[float, float, float]]:
     """The final cumulative LLR of successful trajectories per source, (mean, low, high) over seeds then
     trajectories; a source without a successful trajectory has no entry."""
     finals: dict[str, list] = {role: [] for role in ROLES}
@@ -164,8 +185,11 @@ def by_turn(ratio: pd.DataFrame, n_boot: int = 1000, ci: float = 0.95, seed: int
     ids = [c for c in ("model", "trajectory") if c in ratio] or ["turn"]
     rows = []
     for (name, turn), g in ratio.groupby(["trajectories_of", "turn"], sort=True):
-        per_seed = [s["cum_llr"].to_numpy(float) for _, s in g.groupby("rl_seed")] if "rl_seed" in g else [
-            g["cum_llr"].to_numpy(float)]  # fmt: skip
+        per_seed = (
+            [s["cum_llr"].to_numpy(float) for _, s in g.groupby("rl_seed")]
+            if "rl_seed" in g
+            else [g["cum_llr"].to_numpy(float)]
+        )
         point, low, high = metrics.nested_bootstrap(
             [a for a in per_seed if a.size], n_boot=n_boot, ci=ci, seed=seed
         )
@@ -190,16 +214,18 @@ def transcripts(cfg: Config, out: store.Run, rec: Recorded) -> tuple[dict, Path 
     if path is None:
         return {"file": None}, None
     with opened(rec.agents["base"]) as base:
-        found, t_nll, t_llr = likelihood.score_transcripts(path, base, {n: rec.agents[n] for n in rec.rl_names},
-                                                           cfg.eval.n_bootstrap, cfg.eval.ci, cfg.seed)  # fmt: skip
+        found, t_nll, t_llr = likelihood.score_transcripts(
+            path, base, {n: rec.agents[n] for n in rec.rl_names}, cfg.eval.n_bootstrap, cfg.eval.ci, cfg.seed
+        )
     found["generated_examples"] = p.transcripts == "examples"
     out.write_table("transcript_action_nll", t_nll)
     out.write_table("transcript_cumulative_llr", t_llr)
     return found, path
 
 
-def summary(cfg: Config, rec: Recorded, nll: dict, llr: dict, transcript_metrics: dict,
-            difference: dict | None = None) -> dict:  # fmt: skip
+def summary(
+    cfg: Config, rec: Recorded, nll: dict, llr: dict, transcript_metrics: dict, difference: dict | None = None
+) -> dict:
     """Everything notebook 06 reports, for its metrics.json (and `findings`); `difference` is `llr_difference`."""
     return {
         "cum_llr_difference": difference,
@@ -268,7 +294,7 @@ def findings(m: dict) -> list[str]:
         + f" (paper, Terminal-Bench: about {fmt.number(pp['cum_llr_rl'], 0)} vs {fmt.number(pp['cum_llr_base'], 0)}; "
         "an action here is a few tokens of the tiny model or one reply of Qwen3, a Terminal-Bench action hundreds "
         "of tokens, so only the direction is comparable).",
-    ]  # fmt: skip
+    ]
     if "rl" in llr and "base" in llr:
         sharp = (
             f"; the sharpened base's successful trajectories score {fmt.entry(llr['sharp'])}."
@@ -279,14 +305,18 @@ def findings(m: dict) -> list[str]:
         if (
             d is None
         ):  # a run from before the interval of the difference: no verdict from two separate intervals
-            verdict = ("no verdict from this run: it predates the interval of the difference, and whether two "
-                       "separate intervals overlap is no test of it")  # fmt: skip
+            verdict = (
+                "no verdict from this run: it predates the interval of the difference, and whether two "
+                "separate intervals overlap is no test of it"
+            )
         else:
             verdict = f"RL minus base, paired by seed, {fmt.verdict(d, digits=2)}: " + {
                 "above 0": "successful RL trajectories are likelier under RL than successful base trajectories",
                 "below 0": "successful RL trajectories are less likely under RL than successful base trajectories",
-            }.get(fmt.side(d["low"], d["high"]), "this sample cannot tell the direction (an effect below the MDE could "
-                                                   "be missed)")  # fmt: skip
+            }.get(
+                fmt.side(d["low"], d["high"]),
+                "this sample cannot tell the direction (an effect below the MDE could be missed)",
+            )
         lines.append(f"- **Direction:** {verdict}{sharp}")
         lines += kl_caveat(llr["base"], pp.get("cum_llr_base"))
     return lines

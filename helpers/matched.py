@@ -74,8 +74,9 @@ def recorded(cfg: Config, agents: dict[str, AgentLike], tasks: list, name: str) 
     sampling = Sampling.from_config(cfg.sampling)
     k = rl_seed(name)
     seed = cfg.seed + 4000 if k is None else controls.stream(cfg.seed + 4000, k)
-    return evaluate.recorded_trajectories(cfg.results_name, f"probe-{name}", agents[name], cfg.env.name, tasks,
-                                          None, 2, sampling, seed=seed)  # fmt: skip
+    return evaluate.recorded_trajectories(
+        cfg.results_name, f"probe-{name}", agents[name], cfg.env.name, tasks, None, 2, sampling, seed=seed
+    )
 
 
 def roles(name: str) -> tuple[tuple[str, str], ...]:
@@ -123,8 +124,12 @@ def quality_table(
                         policy(), pools[name], g, sampling[name], buckets=probing.LENGTH_BUCKETS
                     ),
                 )
-    tables = [probing.state_table(pool, {role: quality[name, role] for role, _ in roles(name)})
-              .assign(rl_seed=int(name.rsplit("-s", 1)[1])) for name, pool in pools.items()]  # fmt: skip
+    tables = [
+        probing.state_table(pool, {role: quality[name, role] for role, _ in roles(name)}).assign(
+            rl_seed=int(name.rsplit("-s", 1)[1])
+        )
+        for name, pool in pools.items()
+    ]
     return pd.concat(tables, ignore_index=True)
 
 
@@ -138,25 +143,40 @@ def probe(cfg: Config, out: store.Run) -> Probe:
     tasks = load_tasks(cfg.env.name, "test", seed=cfg.seed, **settings(cfg))
     by_id = {t.task_id: t for t in tasks}
     agents = roster(cfg)
-    pools = {name: probing.matched_pool(recorded(cfg, agents, tasks, f"base-s{rl_seed(name)}"),
-                                        recorded(cfg, agents, tasks, name), by_id, p.n_states,
-                                        seed=controls.stream(cfg.seed + 4001, rl_seed(name)))
-             for name in controls.seeds_of(agents, "grpo")}  # fmt: skip
+    pools = {
+        name: probing.matched_pool(
+            recorded(cfg, agents, tasks, f"base-s{rl_seed(name)}"),
+            recorded(cfg, agents, tasks, name),
+            by_id,
+            p.n_states,
+            seed=controls.stream(cfg.seed + 4001, rl_seed(name)),
+        )
+        for name in controls.seeds_of(agents, "grpo")
+    }
     per_state = quality_table(agents, pools, p.g, cfg, cfg.seed + 4002)
     out.write_table("per_state_quality", per_state)
     boot = (cfg.eval.n_bootstrap, cfg.eval.ci, cfg.seed)
     seeds = probing.seed_summary(per_state, list(PAIRS), *boot, target_power=POWER)
-    depth = pd.concat([probing.by_depth(per_state, p.depth_bins, a, b).assign(comparison=f"{a} vs {b}")
-                       for a, b in PAIRS[:2]])  # fmt: skip
+    depth = pd.concat(
+        [
+            probing.by_depth(per_state, p.depth_bins, a, b).assign(comparison=f"{a} vs {b}")
+            for a, b in PAIRS[:2]
+        ]
+    )
     out.write_table("by_depth", depth)
     intervals = depth_win_intervals(per_state, p.depth_bins, "rl", "base", *boot)
     return Probe(oracle, tasks, pools, per_state, seeds, depth, intervals)
 
 
 def depth_win_intervals(
-    per_state: pd.DataFrame, bins: list[float], a: str = "rl", b: str = "base",
-    n_boot: int = 1000, ci: float = 0.95, seed: int = 0,
-) -> pd.DataFrame:  # fmt: skip
+    per_state: pd.DataFrame,
+    bins: list[float],
+    a: str = "rl",
+    b: str = "base",
+    n_boot: int = 1000,
+    ci: float = 0.95,
+    seed: int = 0,
+) -> pd.DataFrame:
     """Per bin of normalised depth (the bins and labels of `probing.by_depth`): the fraction of live states where
     `a` beats `b`, mean over RL seeds (column `rl_seed`), with a seeds-then-states interval
     (`metrics.nested_bootstrap`). Columns depth_bin, better, low, high."""
@@ -174,8 +194,10 @@ def depth_win_intervals(
 
 def statement(r: Probe) -> str:
     """What the notebook says first, as Markdown: the step oracle and the size of every seed's pool."""
-    pools = "\n".join(f"- {name}: {len(pool)} states ({sum(s.source == 'base' for s in pool)} from base "
-                      "trajectories)" for name, pool in r.pools.items())  # fmt: skip
+    pools = "\n".join(
+        f"- {name}: {len(pool)} states ({sum(s.source == 'base' for s in pool)} from base trajectories)"
+        for name, pool in r.pools.items()
+    )
     return probing.oracle_statement(r.oracle) + (f"\n\n{pools}" if pools else "")
 
 
@@ -183,8 +205,13 @@ def win_table(r: Probe) -> pd.DataFrame:
     """Per comparison: the fractions of live states better / tied / worse (means over seeds) and the interval of
     `better`; the mean quality difference (ties count as 0) with its seeds-then-states interval, and its verdict
     paired by seed (`t_low`, `t_high`) with the minimum detectable effect (`mde`)."""
-    return pd.DataFrame({f"{a} vs {b}": comparison_row(r.seeds[f"{a}_vs_{b}"])
-                         for a, b in PAIRS if r.has_oracle and f"{a}_vs_{b}" in r.seeds})  # fmt: skip
+    return pd.DataFrame(
+        {
+            f"{a} vs {b}": comparison_row(r.seeds[f"{a}_vs_{b}"])
+            for a, b in PAIRS
+            if r.has_oracle and f"{a}_vs_{b}" in r.seeds
+        }
+    )
 
 
 def comparison_row(d: dict) -> dict:
@@ -193,8 +220,11 @@ def comparison_row(d: dict) -> dict:
     row = {k: d[k] for k in ("better", "tie", "worse")} | dict(
         zip(("better_low", "better_high"), d["better_ci"], strict=True)
     )
-    row |= {"mean_diff": d.get("mean_diff"), "diff_low": d.get("mean_diff_ci", [None])[0],
-            "diff_high": d.get("mean_diff_ci", [None, None])[1]}  # fmt: skip
+    row |= {
+        "mean_diff": d.get("mean_diff"),
+        "diff_low": d.get("mean_diff_ci", [None])[0],
+        "diff_high": d.get("mean_diff_ci", [None, None])[1],
+    }
     v = d.get("paired") or {}
     return row | {"t_low": v.get("low"), "t_high": v.get("high"), "mde": v.get("mde")}
 
@@ -251,9 +281,12 @@ def against_paper(d: dict, paper_value: float, where: str) -> str:
     return f"paper, {where}: {fmt.percent(paper_value)}: {fmt.against_paper(paper_value, *d['better_ci'])}"
 
 
-LABELS = {"rl_vs_base": "RL minus base", "rl_vs_sharp": "RL minus sharpened base",
-          "sharp_vs_base": "sharpened base minus base",
-          "rl_sharp_vs_sharp": "RL decoded as the sharpened base minus the sharpened base"}  # fmt: skip
+LABELS = {
+    "rl_vs_base": "RL minus base",
+    "rl_vs_sharp": "RL minus sharpened base",
+    "sharp_vs_base": "sharpened base minus base",
+    "rl_sharp_vs_sharp": "RL decoded as the sharpened base minus the sharpened base",
+}
 
 
 def difference(d: dict) -> str:
@@ -274,19 +307,26 @@ def difference_findings(m: dict, key: str = "matched_states", where: str = "live
         f"means, each seed with its own base-side draws, MDE at {fmt.percent(m['power'], 0)} power): "
         + "; ".join(f"{LABELS[k]} {difference(s[k])}" for k in pairs)
         + ". Wins / ties / losses: "
-        + "; ".join(f"{k.replace('_vs_', ' vs ')} {fmt.percent(s[k]['better'])} / {fmt.percent(s[k]['tie'])} / "
-                    f"{fmt.percent(s[k]['worse'])}" for k in pairs)
+        + "; ".join(
+            f"{k.replace('_vs_', ' vs ')} {fmt.percent(s[k]['better'])} / {fmt.percent(s[k]['tie'])} / "
+            f"{fmt.percent(s[k]['worse'])}"
+            for k in pairs
+        )
         + ".",
-    ]  # fmt: skip
+    ]
     sym = s.get("rl_sharp_vs_sharp")
     if sym is not None and sym.get("paired"):
         v = sym["paired"]
-        reading = {"above 0": "RL's steps are better than the sharpened base's when both are decoded alike: a "
-                              "per-step gain beyond sharpening",
-                   "below 0": "the sharpened base's steps are better when both are decoded alike: no per-step gain "
-                              "beyond sharpening"}.get(fmt.side(v["low"], v["high"]),
-                                                       "decoded alike, this sample cannot tell RL's per-step gain from "
-                                                       "sharpening (an effect below the MDE could be missed)")  # fmt: skip
+        reading = {
+            "above 0": "RL's steps are better than the sharpened base's when both are decoded alike: a "
+            "per-step gain beyond sharpening",
+            "below 0": "the sharpened base's steps are better when both are decoded alike: no per-step gain "
+            "beyond sharpening",
+        }.get(
+            fmt.side(v["low"], v["high"]),
+            "decoded alike, this sample cannot tell RL's per-step gain from "
+            "sharpening (an effect below the MDE could be missed)",
+        )
         judged = (
             halves(sym, "sharp")
             if sym.get("net_win_paired")
@@ -309,18 +349,26 @@ CLAIM = "- **The paper's claim** (RL is not uniformly better at single steps; it
 # sharpened base, so a reader sees which half agrees with the paper.
 _VERDICTS = {  # (how often, on average) by comparison: the base is the paper's; the sharpened base the kit's control
     "base": (
-        {"above 0": "RL wins at more states than it loses: not as in the paper",
-         "below 0": "RL loses at more states than it wins: as in the paper"},
-        {"above 0": "RL's steps are better on average: not as in the paper",
-         "below 0": "RL's steps are worse on average: as in the paper (no better)"},
+        {
+            "above 0": "RL wins at more states than it loses: not as in the paper",
+            "below 0": "RL loses at more states than it wins: as in the paper",
+        },
+        {
+            "above 0": "RL's steps are better on average: not as in the paper",
+            "below 0": "RL's steps are worse on average: as in the paper (no better)",
+        },
     ),
     "sharp": (
-        {"above 0": "RL wins at more states than it loses: a per-step gain beyond sharpening",
-         "below 0": "the sharpened base wins at more states"},
-        {"above 0": "RL's steps are better on average: a per-step gain beyond sharpening",
-         "below 0": "the sharpened base's steps are better on average: no per-step gain beyond sharpening"},
+        {
+            "above 0": "RL wins at more states than it loses: a per-step gain beyond sharpening",
+            "below 0": "the sharpened base wins at more states",
+        },
+        {
+            "above 0": "RL's steps are better on average: a per-step gain beyond sharpening",
+            "below 0": "the sharpened base's steps are better on average: no per-step gain beyond sharpening",
+        },
     ),
-}  # fmt: skip
+}
 _UNDECIDED = "contains 0: this sample cannot tell (an effect below the MDE could be missed)"
 
 
@@ -361,9 +409,11 @@ def claim(s: dict) -> list[str]:
     verdict."""
     rb, rs = s["rl_vs_base"], s["rl_vs_sharp"]
     if not rb.get("paired"):
-        return [f"{CLAIM}: no verdict from this run: it predates the paired, tie-aware interval of the mean quality "
-                "difference, and a win rate against one half is no test (ties pull it below one half under no "
-                "effect)."]  # fmt: skip
+        return [
+            f"{CLAIM}: no verdict from this run: it predates the paired, tie-aware interval of the mean quality "
+            "difference, and a win rate against one half is no test (ties pull it below one half under no "
+            "effect)."
+        ]
     lines = [f"{CLAIM}, in two halves:", "  - RL against the base: " + "; ".join(halves(rb)) + "."]
     if rs.get("paired"):
         lines.append("  - RL against the sharpened base: " + "; ".join(halves(rs, "sharp")) + ".")
@@ -404,9 +454,13 @@ def findings(m: dict) -> list[str]:
         lines += difference_findings(m)
     rows = [r for r in m["by_depth"] if r["comparison"] == "rl vs base"]
     if rows:
-        lines.append("- **By depth d_t** (RL better than base, live states): "
-                     + "; ".join(f"{r['depth_bin']} {fmt.percent(r['rl_better'], 0)} (n = {r['n_live']}, "
-                                 f"{r['n_dead']} dead)" for r in rows)
-                     + " (the paper: RL's advantage appears only late in trajectories; these bins have no interval "
-                       "on their trend, so they describe and do not decide).")  # fmt: skip
+        lines.append(
+            "- **By depth d_t** (RL better than base, live states): "
+            + "; ".join(
+                f"{r['depth_bin']} {fmt.percent(r['rl_better'], 0)} (n = {r['n_live']}, {r['n_dead']} dead)"
+                for r in rows
+            )
+            + " (the paper: RL's advantage appears only late in trajectories; these bins have no interval "
+            "on their trend, so they describe and do not decide)."
+        )
     return lines

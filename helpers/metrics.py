@@ -317,8 +317,10 @@ def nested_bootstrap(
     seed it is the plain bootstrap over units.
     """
     _check_ci(ci)
-    groups = [tuple(np.asarray(a, dtype=np.float64) for a in (g if isinstance(g, list | tuple) else (g,)))
-              for g in per_seed]  # fmt: skip
+    groups = [
+        tuple(np.asarray(a, dtype=np.float64) for a in (g if isinstance(g, list | tuple) else (g,)))
+        for g in per_seed
+    ]
     if not groups or any(a.size == 0 for g in groups for a in g):
         raise ValueError("nested_bootstrap needs at least one seed and no empty set of units")
     rng = np.random.default_rng(seed)
@@ -372,21 +374,36 @@ def step_intervals(
         if len({a.size for a in values}) == 1:
             point, low, high = crossed_bootstrap({"m": np.vstack(values)}, lambda m: m["m"], n_boot, ci, seed)
         else:
-            point, low, high = nested_bootstrap([a[~np.isnan(a)] for a in values], n_boot=n_boot, ci=ci,
-                                                        seed=seed)  # fmt: skip
-        rows.append({"step": step, "mean": point, "low": low, "high": high, "n_seeds": len(values),
-                     "n_units": max(a.size for a in values), **{s: float(np.nanmean(a)) for s, a in arrs.items()}})  # fmt: skip
+            point, low, high = nested_bootstrap(
+                [a[~np.isnan(a)] for a in values], n_boot=n_boot, ci=ci, seed=seed
+            )
+        rows.append(
+            {
+                "step": step,
+                "mean": point,
+                "low": low,
+                "high": high,
+                "n_seeds": len(values),
+                "n_units": max(a.size for a in values),
+                **{s: float(np.nanmean(a)) for s, a in arrs.items()},
+            }
+        )
     return pd.DataFrame(rows) if rows else None
 
 
 def seed_bands(
-    runs: dict[str, dict[int, pd.DataFrame]], columns: dict[str, str] | list[str], n_boot: int = 1000,
-    ci: float = 0.95, seed: int = 0,
-) -> dict[str, dict[str, pd.DataFrame | None]]:  # fmt: skip
+    runs: dict[str, dict[int, pd.DataFrame]],
+    columns: dict[str, str] | list[str],
+    n_boot: int = 1000,
+    ci: float = 0.95,
+    seed: int = 0,
+) -> dict[str, dict[str, pd.DataFrame | None]]:
     """`step_intervals` of every method's runs (`runs[method][seed]`: a metrics log) and metric column: the bands
     of `plots.seed_curves`, {method: {column: intervals, or None where the runs logged no per-unit values}}."""
-    return {method: {col: step_intervals(by_seed, col, n_boot, ci, seed) for col in columns}
-            for method, by_seed in runs.items()}  # fmt: skip
+    return {
+        method: {col: step_intervals(by_seed, col, n_boot, ci, seed) for col in columns}
+        for method, by_seed in runs.items()
+    }
 
 
 def _cells(per_task: pd.DataFrame, by: list[str], value: str) -> Iterator[tuple[tuple, pd.DataFrame]]:
@@ -409,9 +426,14 @@ def _seed_task(wide: pd.DataFrame, names: list[str]) -> np.ndarray:
 
 
 def method_summary(
-    per_task: pd.DataFrame, methods: dict[str, list[str]], value: str, by: list[str],
-    n_boot: int = 1000, ci: float = 0.95, seed: int = 0,
-) -> pd.DataFrame:  # fmt: skip
+    per_task: pd.DataFrame,
+    methods: dict[str, list[str]],
+    value: str,
+    by: list[str],
+    n_boot: int = 1000,
+    ci: float = 0.95,
+    seed: int = 0,
+) -> pd.DataFrame:
     """Per cell of `by` and method: the mean over the method's agents (its RL seeds) of the mean over tasks of
     `value`, with a `crossed_bootstrap` interval (seeds and tasks) and the per-seed values.
 
@@ -422,25 +444,48 @@ def method_summary(
         for method, names in methods.items():
             arr = _seed_task(cell, names)
             point, low, high = crossed_bootstrap({"m": arr}, lambda m: m["m"], n_boot, ci, seed)
-            rows.append({**dict(zip(by, key, strict=True)), "method": method, value: point, "low": low,
-                         "high": high, "per_seed": [round(float(v), 4) for v in np.nanmean(arr, axis=1)],
-                         "n_seeds": len(names), "n_tasks": arr.shape[1]})  # fmt: skip
+            rows.append(
+                {
+                    **dict(zip(by, key, strict=True)),
+                    "method": method,
+                    value: point,
+                    "low": low,
+                    "high": high,
+                    "per_seed": [round(float(v), 4) for v in np.nanmean(arr, axis=1)],
+                    "n_seeds": len(names),
+                    "n_tasks": arr.shape[1],
+                }
+            )
     return pd.DataFrame(rows)
 
 
 def method_difference(
-    per_task: pd.DataFrame, a: list[str], b: list[str], value: str, by: list[str], scale: float = 1.0,
-    n_boot: int = 1000, ci: float = 0.95, seed: int = 0,
-) -> pd.DataFrame:  # fmt: skip
+    per_task: pd.DataFrame,
+    a: list[str],
+    b: list[str],
+    value: str,
+    by: list[str],
+    scale: float = 1.0,
+    n_boot: int = 1000,
+    ci: float = 0.95,
+    seed: int = 0,
+) -> pd.DataFrame:
     """Per cell of `by`: scale x (mean over a's seeds - mean over b's seeds) of the task means of `value`, with a
     bootstrap that resamples tasks jointly (paired) and each method's seeds independently."""
     rows = []
     for key, cell in _cells(per_task, by, value):
         arrays = {"a": _seed_task(cell, a), "b": _seed_task(cell, b)}
         point, low, high = crossed_bootstrap(arrays, lambda m: scale * (m["a"] - m["b"]), n_boot, ci, seed)
-        rows.append({**dict(zip(by, key, strict=True)), "difference": point, "low": low, "high": high,
-                     "per_seed_a": [round(scale * float(v), 3) for v in np.nanmean(arrays["a"], axis=1)],
-                     "per_seed_b": [round(scale * float(v), 3) for v in np.nanmean(arrays["b"], axis=1)]})  # fmt: skip
+        rows.append(
+            {
+                **dict(zip(by, key, strict=True)),
+                "difference": point,
+                "low": low,
+                "high": high,
+                "per_seed_a": [round(scale * float(v), 3) for v in np.nanmean(arrays["a"], axis=1)],
+                "per_seed_b": [round(scale * float(v), 3) for v in np.nanmean(arrays["b"], axis=1)],
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -456,9 +501,15 @@ def seed_task_arrays(cell: pd.DataFrame, a: list[str], b: list[str]) -> tuple[np
 
 
 def paired_difference(
-    per_task: pd.DataFrame, a: list[str], b: list[str], value: str, by: list[str], scale: float = 1.0,
-    ci: float = 0.95, target_power: float = 0.8,
-) -> pd.DataFrame:  # fmt: skip
+    per_task: pd.DataFrame,
+    a: list[str],
+    b: list[str],
+    value: str,
+    by: list[str],
+    scale: float = 1.0,
+    ci: float = 0.95,
+    target_power: float = 0.8,
+) -> pd.DataFrame:
     """Per cell of `by`: the paired verdict over RL seeds (`stats.paired_verdict`: a's seed k minus b's seed k,
     their means over the cell's tasks; t-interval, whether it excludes 0, and the MDE at `target_power` from the
     design's variance components), scaled by `scale`. Columns: the `by` columns, diff, low, high, se, sd_diff, mde,
@@ -467,9 +518,25 @@ def paired_difference(
     for key, cell in _cells(per_task, by, value):
         arr_a, arr_b = seed_task_arrays(cell, a, b)
         v = stats.scaled(stats.paired_verdict(arr_a, arr_b, ci, target_power), scale)
-        rows.append({**dict(zip(by, key, strict=True)),
-                     **{k: v[k] for k in ("diff", "low", "high", "se", "sd_diff", "mde", "excludes_zero",
-                                          "n_seeds", "per_seed")}})  # fmt: skip
+        rows.append(
+            {
+                **dict(zip(by, key, strict=True)),
+                **{
+                    k: v[k]
+                    for k in (
+                        "diff",
+                        "low",
+                        "high",
+                        "se",
+                        "sd_diff",
+                        "mde",
+                        "excludes_zero",
+                        "n_seeds",
+                        "per_seed",
+                    )
+                },
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -513,5 +580,7 @@ def upper_bound_at_fractions(
     for (f, b), ts in cells.items():
         v = structural_upper_bound(ts, [b], env_name, k=k)[int(b)]
         sums.setdefault(f, []).append(None if v is None else (v * len(ts), len(ts)))
-    return {f: None if None in parts else float(sum(s for s, _ in parts) / sum(n for _, n in parts))
-            for f, parts in sums.items()}  # fmt: skip
+    return {
+        f: None if None in parts else float(sum(s for s, _ in parts) / sum(n for _, n in parts))
+        for f, parts in sums.items()
+    }

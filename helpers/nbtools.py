@@ -104,9 +104,15 @@ def run_all(path: Path, timeout: int = 600) -> tuple[nbformat.NotebookNode, list
     def done(cell, cell_index, **_):
         times.append({"cell": cell_index, "seconds": time.perf_counter() - started[cell_index]})
 
-    client = NotebookClient(nb, timeout=timeout, kernel_name="python3", on_cell_execute=start,
-                            on_cell_executed=done, resources={"metadata": {"path": str(Path(path).parent)}},
-                            config=kernel_config())  # fmt: skip
+    client = NotebookClient(
+        nb,
+        timeout=timeout,
+        kernel_name="python3",
+        on_cell_execute=start,
+        on_cell_executed=done,
+        resources={"metadata": {"path": str(Path(path).parent)}},
+        config=kernel_config(),
+    )
     client.execute()
     return nb, times
 

@@ -107,8 +107,10 @@ def sweep(cfg: Config) -> Sweep:
 
 def describe(cfg: Config, sw: Sweep) -> str:
     """The sweep's size in one line."""
-    return (f"{cfg.env.name}: {len(sw.agents)} agents x T in {sw.Ts} ({sw.T_unit}) x {len(sw.tasks)} tasks x n = "
-            f"{cfg.sweep.n_samples}")  # fmt: skip
+    return (
+        f"{cfg.env.name}: {len(sw.agents)} agents x T in {sw.Ts} ({sw.T_unit}) x {len(sw.tasks)} tasks x n = "
+        f"{cfg.sweep.n_samples}"
+    )
 
 
 def evaluate(cfg: Config, sw: Sweep, out: store.Run) -> pd.DataFrame:
@@ -120,9 +122,17 @@ def evaluate(cfg: Config, sw: Sweep, out: store.Run) -> pd.DataFrame:
     records = out.records("sweep_records")
     parts = []
     for k, group in (sw.groups or {0: sw.agents}).items():
-        frames = evaluation.evaluate_cells(group, cfg.env.name, cells, cfg.sweep.n_samples, sampling,
-                                           seed=controls.stream(cfg.seed + 3000, k), records=records,
-                                           require_seed=True, workers=cfg.eval.workers)  # fmt: skip
+        frames = evaluation.evaluate_cells(
+            group,
+            cfg.env.name,
+            cells,
+            cfg.sweep.n_samples,
+            sampling,
+            seed=controls.stream(cfg.seed + 3000, k),
+            records=records,
+            require_seed=True,
+            workers=cfg.eval.workers,
+        )
         parts += [frames[(T, b)].assign(budget=T) for T, b in cells]
     return pd.concat(parts, ignore_index=True)
 
@@ -133,8 +143,9 @@ def per_task_k(df: pd.DataFrame) -> pd.DataFrame:
     return pd.concat([metrics.per_task_pass(df, int(K)).assign(K=int(K)) for K in Ks], ignore_index=True)
 
 
-def grid(sw: Sweep, df: pd.DataFrame, per_k: pd.DataFrame, n_boot: int = 1000, ci: float = 0.95,
-         seed: int = 0) -> pd.DataFrame:  # fmt: skip
+def grid(
+    sw: Sweep, df: pd.DataFrame, per_k: pd.DataFrame, n_boot: int = 1000, ci: float = 0.95, seed: int = 0
+) -> pd.DataFrame:
     """Pass@(K,T) per method (the mean over its RL seeds) with an interval over its seeds and the tasks."""
     agent_grid = metrics.pass_at_kt(df)
     method_of = {name: m for m, names in sw.methods.items() for name in names}
@@ -158,8 +169,9 @@ def grid_figure(sw: Sweep, g: pd.DataFrame, ci: float = 0.95) -> plt.Figure:
     return plots.pass_at_k_curves(g, upper, ci)
 
 
-def pass_at_t(sw: Sweep, per_task: pd.DataFrame, k: int, n_boot: int = 1000, ci: float = 0.95,
-              seed: int = 0) -> pd.DataFrame:  # fmt: skip
+def pass_at_t(
+    sw: Sweep, per_task: pd.DataFrame, k: int, n_boot: int = 1000, ci: float = 0.95, seed: int = 0
+) -> pd.DataFrame:
     """Pass@(k, T) per method and T with its interval, beside the upper bound of k tries."""
     upper = sw.bound(k)
     return metrics.method_summary(per_task, sw.methods, "pass", ["T"], n_boot, ci, seed).assign(
@@ -217,7 +229,7 @@ def gaps(
                 on="T",
             ).assign(comparison=c)
         )
-    return pd.concat(parts)  # fmt: skip
+    return pd.concat(parts)
 
 
 def comparisons(sw: Sweep) -> dict[str, tuple[str, str]]:
@@ -228,10 +240,19 @@ def comparisons(sw: Sweep) -> dict[str, tuple[str, str]]:
 def paired_by_T(rows: pd.DataFrame) -> dict[str, dict]:
     """One comparison's verdicts paired by seed per T (`gaps` rows): {diff, low, high, mde, sd_diff, excludes_zero,
     n_seeds, per_seed}, in points."""
-    return {str(r.T): {"diff": float(r.difference), "low": float(r.t_low), "high": float(r.t_high),
-                       "mde": float(r.mde), "sd_diff": float(r.sd_diff), "excludes_zero": bool(r.excludes_zero),
-                       "n_seeds": int(r.n_seeds), "per_seed": [float(x) for x in r.per_seed_diff]}
-            for r in rows.itertuples()}  # fmt: skip
+    return {
+        str(r.T): {
+            "diff": float(r.difference),
+            "low": float(r.t_low),
+            "high": float(r.t_high),
+            "mde": float(r.mde),
+            "sd_diff": float(r.sd_diff),
+            "excludes_zero": bool(r.excludes_zero),
+            "n_seeds": int(r.n_seeds),
+            "per_seed": [float(x) for x in r.per_seed_diff],
+        }
+        for r in rows.itertuples()
+    }
 
 
 def trend(paired: dict[str, dict], Ts: list[int], ci: float = 0.95) -> dict:
@@ -258,8 +279,15 @@ def on_solvable(
     return None if counts is None else (counts, solvable_gaps(sw, per_task, n_boot, ci, seed))
 
 
-def heatmaps(sw: Sweep, g: pd.DataFrame, per_k: pd.DataFrame, out: store.Run, n_boot: int = 1000,
-             ci: float = 0.95, seed: int = 0) -> dict[str, pd.DataFrame]:  # fmt: skip
+def heatmaps(
+    sw: Sweep,
+    g: pd.DataFrame,
+    per_k: pd.DataFrame,
+    out: store.Run,
+    n_boot: int = 1000,
+    ci: float = 0.95,
+    seed: int = 0,
+) -> dict[str, pd.DataFrame]:
     """RL minus base (or the sharpened base) over (K, T) in points, mean over RL seeds, for each of `HEATMAPS`:
     {"grpo-base": T x K}; all of them in the figure `gap_heatmaps` (one colour scale, one colourbar) and each in
     `gap_<a>_minus_<b>` on the same scale (saved, not shown twice), cells whose interval excludes 0 marked."""
@@ -267,8 +295,9 @@ def heatmaps(sw: Sweep, g: pd.DataFrame, per_k: pd.DataFrame, out: store.Run, n_
     heat, excludes_0, titles = {}, {}, {}
     for a, b in HEATMAPS:
         heat[f"{a}-{b}"] = (100 * (wide[a] - wide[b])).unstack("K")
-        gap_k = metrics.method_difference(per_k, sw.methods[a], sw.methods[b], "pass", ["T", "K"], 100, n_boot,
-                                          ci, seed)  # fmt: skip
+        gap_k = metrics.method_difference(
+            per_k, sw.methods[a], sw.methods[b], "pass", ["T", "K"], 100, n_boot, ci, seed
+        )
         excludes_0[f"{a}-{b}"] = gap_k.assign(s=(gap_k["low"] > 0) | (gap_k["high"] < 0)).pivot(
             index="T", columns="K", values="s"
         )
@@ -283,8 +312,15 @@ def heatmaps(sw: Sweep, g: pd.DataFrame, per_k: pd.DataFrame, out: store.Run, n_
     return heat
 
 
-def summary(cfg: Config, sw: Sweep, g: pd.DataFrame, pass_t: pd.DataFrame, gaps_t: pd.DataFrame,
-            heat: dict[str, pd.DataFrame], solvable_t: tuple[dict, pd.DataFrame] | None = None) -> dict:  # fmt: skip
+def summary(
+    cfg: Config,
+    sw: Sweep,
+    g: pd.DataFrame,
+    pass_t: pd.DataFrame,
+    gaps_t: pd.DataFrame,
+    heat: dict[str, pd.DataFrame],
+    solvable_t: tuple[dict, pd.DataFrame] | None = None,
+) -> dict:
     """Notebook 03's metrics.json: Pass@T at K = `sweep.pass_t_k` and its gaps with intervals, the gaps along K at
     the largest and smallest T, the upper bound and the sweep's size; with `solvable_t` ((counts, gaps) from
     `solvable_counts` and `solvable_gaps`), the tasks solvable at each T and the gaps on those tasks only. Every gap
@@ -427,8 +463,9 @@ def findings(m: dict) -> list[str]:
         below = [str(T) for T in Ts if sides[T] == "below 0"]
         paired_text = (
             "; paired by seed " + "; ".join(f"T = {T}: {fmt.verdict(paired[c][str(T)])}" for T in Ts)
-            if paired is not None else ""
-        )  # fmt: skip
+            if paired is not None
+            else ""
+        )
         lines.append(
             f"- **{c}:** {fmt.joined([g[c][str(T)] for T in Ts], 1, sign=True)}{paired_text}; interval above 0 at "
             f"T = {', '.join(above) or 'none'}"
@@ -437,8 +474,10 @@ def findings(m: dict) -> list[str]:
         )
     if paired is not None:
         n = paired["grpo - base"][str(Ts[0])]["n_seeds"]
-        lines.append(f"  Paired intervals: t-intervals on the differences of {n} seeds, each seed with its own "
-                     f"base-side draws; MDE: the smallest effect found with {fmt.percent(m['power'], 0)} power.")  # fmt: skip
+        lines.append(
+            f"  Paired intervals: t-intervals on the differences of {n} seeds, each seed with its own "
+            f"base-side draws; MDE: the smallest effect found with {fmt.percent(m['power'], 0)} power."
+        )
     if "solvable_tasks" in m:
         lines.append(_solvable_line(m))
     first, last = g["grpo - base"][str(Ts[0])], g["grpo - base"][str(Ts[-1])]
@@ -483,8 +522,12 @@ def _solvable_line(m: dict) -> str:
         return ", ".join(str(T) for T in Ts if lies_above(T)) or "none"
 
     counts = fmt.joined([m["solvable_tasks"][str(T)] for T in Ts], 0)
-    gaps_ = "; ".join(f"{c} {fmt.joined([sg[c][str(T)] for T in Ts], 1, sign=True)} (interval above 0 at T = "
-                      f"{above(c)})" for c in sg)  # fmt: skip
-    return (f"- **On the tasks solvable at all within T** ({counts} of {m['n_tasks']}): {gaps_}. A task no policy "
-            "can solve within T scores 0 for every policy and pulls the gaps over all tasks towards 0 at small T; "
-            "these leave such tasks out.")  # fmt: skip
+    gaps_ = "; ".join(
+        f"{c} {fmt.joined([sg[c][str(T)] for T in Ts], 1, sign=True)} (interval above 0 at T = {above(c)})"
+        for c in sg
+    )
+    return (
+        f"- **On the tasks solvable at all within T** ({counts} of {m['n_tasks']}): {gaps_}. A task no policy "
+        "can solve within T scores 0 for every policy and pulls the gaps over all tasks towards 0 at small T; "
+        "these leave such tasks out."
+    )

@@ -134,8 +134,13 @@ def token_logprobs(
         cache = head.past_key_values
         cache.batch_repeat_interleave(B)
         position_ids = P + (attention_mask[:, P:].long().cumsum(-1) - 1).clamp(min=0)
-        out = model(input_ids=input_ids[:, P:], attention_mask=attention_mask, position_ids=position_ids,
-                    past_key_values=cache, use_cache=True)  # fmt: skip
+        out = model(
+            input_ids=input_ids[:, P:],
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            past_key_values=cache,
+            use_cache=True,
+        )
         logits = torch.cat([head.logits.expand(B, -1, -1), out.logits[:, :-1]], dim=1).float()
     logp = torch.log_softmax(logits, dim=-1).gather(-1, input_ids[:, 1:, None]).squeeze(-1)
     return logp, logits
@@ -251,8 +256,9 @@ class HFPolicy(Closing):
         self.rollout_rows: int | None = ROLLOUT_ROWS if self.device.type == "cpu" else None
 
     @classmethod
-    def from_pretrained(cls, name_or_path, device: str = "cpu", dtype: str = "float32", name: str | None = None,
-                        **kw) -> HFPolicy:  # fmt: skip
+    def from_pretrained(
+        cls, name_or_path, device: str = "cpu", dtype: str = "float32", name: str | None = None, **kw
+    ) -> HFPolicy:
         model, tokenizer = models.load(name_or_path, device=models.resolve_device(device), dtype=dtype)
         return cls(model, tokenizer, name=name or str(name_or_path), **kw)
 
@@ -346,8 +352,12 @@ class HFPolicy(Closing):
         inverse = [uniq.setdefault(tuple(p), len(uniq)) for p in prompts]
         distinct = [list(p) for p in uniq]
         common = min(_common_prefix_len(distinct), min(len(p) for p in distinct) - 1)
-        cache = _PrefixCache(DynamicCache(), torch.zeros(1, 0, dtype=torch.long, device=dev),
-                             torch.zeros(1, dtype=torch.long, device=dev), [[]])  # fmt: skip
+        cache = _PrefixCache(
+            DynamicCache(),
+            torch.zeros(1, 0, dtype=torch.long, device=dev),
+            torch.zeros(1, dtype=torch.long, device=dev),
+            [[]],
+        )
         if common > 0:
             shared = torch.tensor([distinct[0][:common]], device=dev)
             self._forward(cache, shared, torch.ones_like(shared))
@@ -377,9 +387,12 @@ class HFPolicy(Closing):
         position_ids = position_ids.clamp(min=0)
         cache.mask = torch.cat([cache.mask, mask], dim=1)
         out = self.model(
-            input_ids=ids, attention_mask=cache.mask, position_ids=position_ids, past_key_values=cache.kv,
+            input_ids=ids,
+            attention_mask=cache.mask,
+            position_ids=position_ids,
+            past_key_values=cache.kv,
             use_cache=True,
-        )  # fmt: skip
+        )
         cache.next_pos = cache.next_pos + mask.sum(-1)
         return out.logits[:, -1] if last_only else out.logits
 

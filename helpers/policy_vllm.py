@@ -96,8 +96,16 @@ def request_seeds(seed: int | None, n: int) -> list[int | None]:
 class VLLMPolicy(Closing):
     """Policy over a vLLM `LLM` (token ids in, token ids and log-probs out)."""
 
-    def __init__(self, llm, tokenizer, name: str = "model", chat_kwargs: dict | None = None,
-                 sleep_level: int = 1, owns_llm: bool = True, max_context: int | None = None):  # fmt: skip
+    def __init__(
+        self,
+        llm,
+        tokenizer,
+        name: str = "model",
+        chat_kwargs: dict | None = None,
+        sleep_level: int = 1,
+        owns_llm: bool = True,
+        max_context: int | None = None,
+    ):
         self.llm = llm
         self.max_context = max_context  # the engine's max_model_len: rollouts end conversations that reach it
         self.tokenizer = tokenizer
@@ -111,10 +119,19 @@ class VLLMPolicy(Closing):
         self.asleep = False
 
     @classmethod
-    def from_pretrained(cls, name_or_path: str | Path, device: str = "cuda", dtype: str = "bfloat16",
-                        name: str | None = None, gpu_memory_utilization: float = 0.45, max_model_len: int = 4096,
-                        enable_sleep_mode: bool = False, seed: int = 0, sleep_level: int = 1,
-                        **llm_kwargs: Any) -> VLLMPolicy:  # fmt: skip
+    def from_pretrained(
+        cls,
+        name_or_path: str | Path,
+        device: str = "cuda",
+        dtype: str = "bfloat16",
+        name: str | None = None,
+        gpu_memory_utilization: float = 0.45,
+        max_model_len: int = 4096,
+        enable_sleep_mode: bool = False,
+        seed: int = 0,
+        sleep_level: int = 1,
+        **llm_kwargs: Any,
+    ) -> VLLMPolicy:
         """Build an in-process vLLM engine over a model folder or hub name (same model files as HFPolicy).
 
         `enable_sleep_mode=True` is needed for `sleep`/`wake_up` (colocated training). Extra keyword arguments go to
@@ -133,26 +150,43 @@ class VLLMPolicy(Closing):
             tokenizer.pad_token = tokenizer.eos_token
         llm_kwargs = {**llm_defaults(), **llm_kwargs}
         llm = vllm.LLM(
-            model=str(name_or_path), dtype=dtype, seed=seed, gpu_memory_utilization=gpu_memory_utilization,
-            max_model_len=max_model_len, enable_sleep_mode=enable_sleep_mode, enable_prefix_caching=True,
+            model=str(name_or_path),
+            dtype=dtype,
+            seed=seed,
+            gpu_memory_utilization=gpu_memory_utilization,
+            max_model_len=max_model_len,
+            enable_sleep_mode=enable_sleep_mode,
+            enable_prefix_caching=True,
             **llm_kwargs,
-        )  # fmt: skip
+        )
         if not hasattr(llm.llm_engine, "model_executor"):
             raise RuntimeError(
                 "vLLM started its engine in a separate process, so weights cannot be synced in place; "
                 "VLLM_ENABLE_V1_MULTIPROCESSING must be 0 before vllm reads its environment"
             )
-        return cls(llm, tokenizer, name=name or str(name_or_path), chat_kwargs=models.chat_kwargs(tokenizer),
-                   sleep_level=sleep_level, max_context=max_model_len)  # fmt: skip
+        return cls(
+            llm,
+            tokenizer,
+            name=name or str(name_or_path),
+            chat_kwargs=models.chat_kwargs(tokenizer),
+            sleep_level=sleep_level,
+            max_context=max_model_len,
+        )
 
     # -------------------------------------------------------------------------------------------- sampling
     def _sampling_params(self, sampling: Sampling, seed: int | None):
         from vllm import SamplingParams
 
         return SamplingParams(
-            temperature=sampling.temperature, top_p=sampling.top_p, max_tokens=sampling.max_new_tokens,
-            seed=seed, logprobs=0, stop_token_ids=[self.eos_token_id], ignore_eos=True, detokenize=False,
-        )  # fmt: skip
+            temperature=sampling.temperature,
+            top_p=sampling.top_p,
+            max_tokens=sampling.max_new_tokens,
+            seed=seed,
+            logprobs=0,
+            stop_token_ids=[self.eos_token_id],
+            ignore_eos=True,
+            detokenize=False,
+        )
 
     def generate(self, prompt_token_ids: list[list[int]], sampling: Sampling) -> list[Generation]:
         """Sample one continuation per prompt, stopping at end-of-turn or `max_new_tokens`."""
@@ -172,8 +206,14 @@ class VLLMPolicy(Closing):
             c = out.outputs[0]
             ids = list(c.token_ids)
             lps = [float(pos[tok].logprob) for tok, pos in zip(ids, c.logprobs, strict=True)]
-            gens.append(Generation(ids, lps, self.tokenizer.decode(ids, skip_special_tokens=True),
-                                   finished=bool(ids) and ids[-1] == self.eos_token_id))  # fmt: skip
+            gens.append(
+                Generation(
+                    ids,
+                    lps,
+                    self.tokenizer.decode(ids, skip_special_tokens=True),
+                    finished=bool(ids) and ids[-1] == self.eos_token_id,
+                )
+            )
         return gens
 
     # -------------------------------------------------------------------------------------------- scoring

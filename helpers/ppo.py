@@ -252,8 +252,9 @@ def _critic_values(critic, trajs, by_length, lengths, micro: int, dtype: str, de
     return values  # type: ignore[return-value]
 
 
-def _critic_step(critic, critic_opt, trajs, mini, lengths, values, returns, n_tokens, cfg: Config, dev,
-                 stats: dict) -> None:  # fmt: skip
+def _critic_step(
+    critic, critic_opt, trajs, mini, lengths, values, returns, n_tokens, cfg: Config, dev, stats: dict
+) -> None:
     """One optimiser step of the critic on minibatch `mini`: verl's clipped value loss, token-mean."""
     c = cfg.train
     critic_opt.zero_grad(set_to_none=True)
@@ -264,9 +265,14 @@ def _critic_step(critic, critic_opt, trajs, mini, lengths, values, returns, n_to
         mask = gen[:, 1:]
         with models.autocast(dev, cfg.model.dtype):
             vpred = critic(ids, attn)
-        loss, frac = algos.value_loss(vpred, _rows(returns, rows, lengths, width, dev),
-                                      _rows(values, rows, lengths, width, dev), mask, c.cliprange_value,
-                                      c.vf_coef)  # fmt: skip
+        loss, frac = algos.value_loss(
+            vpred,
+            _rows(returns, rows, lengths, width, dev),
+            _rows(values, rows, lengths, width, dev),
+            mask,
+            c.cliprange_value,
+            c.vf_coef,
+        )
         (loss * (mask.sum() / n_tokens)).backward()
         stats["vf_loss"].append(loss.item())
         stats["vf_clip_frac"].append(frac)

@@ -104,9 +104,14 @@ def states_of(traj: Trajectory, task: Task, source: str) -> list[ProbeState]:
 
 
 def sample_states(
-    trajs: list[Trajectory], tasks: dict[str, Task], n: int, rng: np.random.Generator, source: str,
-    exclude: set | None = None, at_most: bool = False,
-) -> list[ProbeState]:  # fmt: skip
+    trajs: list[Trajectory],
+    tasks: dict[str, Task],
+    n: int,
+    rng: np.random.Generator,
+    source: str,
+    exclude: set | None = None,
+    at_most: bool = False,
+) -> list[ProbeState]:
     """`n` distinct states drawn uniformly from all states of `trajs` (duplicates by task+actions removed); with
     `at_most`, all of them where fewer than `n` exist (else that is an error)."""
     seen = set(exclude or ())
@@ -215,9 +220,13 @@ def best_success(states: list[ProbeState], env_kwargs: dict | None = None) -> np
 
 
 def matched_pool(
-    trajs_base: list[Trajectory], trajs_rl: list[Trajectory], tasks: dict[str, Task], n: int, seed: int,
+    trajs_base: list[Trajectory],
+    trajs_rl: list[Trajectory],
+    tasks: dict[str, Task],
+    n: int,
+    seed: int,
     at_most: bool = False,
-) -> list[ProbeState]:  # fmt: skip
+) -> list[ProbeState]:
     """`n` distinct states, half drawn from base trajectories and half from RL trajectories (seeded), so that a
     comparison is not driven by which states each policy happens to visit. With `at_most`, each half is capped at
     the distinct states there are (a pool of candidates for error injection on a small task set); without it,
@@ -248,8 +257,10 @@ def skipped(oracle: dict, why: str) -> dict:
 def skipped_findings(m: dict) -> list[str]:
     """The findings of a step-level notebook that skipped (`skipped`): what it needs and why the environment lacks
     it."""
-    return [f"- **Skipped on {m['env']}:** {m['skipped']}, and {m['env']} has none ({m['oracle_note']}); the paper "
-            "runs this analysis on FrozenLake and DeepCoder-MT only."]  # fmt: skip
+    return [
+        f"- **Skipped on {m['env']}:** {m['skipped']}, and {m['env']} has none ({m['oracle_note']}); the paper "
+        "runs this analysis on FrozenLake and DeepCoder-MT only."
+    ]
 
 
 def state_table(states: list[ProbeState], quality: dict[str, np.ndarray]) -> pd.DataFrame:
@@ -307,8 +318,16 @@ def by_depth(df: pd.DataFrame, bins: list[float], a: str = "rl", b: str = "base"
     labels = [f"[{lo:.2f}, {hi:.2f})" for lo, hi in itertools.pairwise(bins)]
     binned = pd.cut(df["depth"], bins=bins, labels=labels, right=False, include_lowest=True)
     rows = []
-    keys = ("n_states", "n_dead", "n_live", f"{a}_better", "tie", f"{b}_better", f"mean_quality_{b}",
-            f"mean_quality_{a}")  # fmt: skip
+    keys = (
+        "n_states",
+        "n_dead",
+        "n_live",
+        f"{a}_better",
+        "tie",
+        f"{b}_better",
+        f"mean_quality_{b}",
+        f"mean_quality_{a}",
+    )
     for label, g in df.groupby(binned, observed=True):
         s = win_summary(g, a, b)
         rows.append({"depth_bin": str(label), **{k: s[k] for k in keys}})
@@ -349,12 +368,20 @@ def quality_difference(
     variance components). A seed without live states leaves the verdict out (NaN)."""
     kept = [d for d in per_seed if d.size]
     if not kept:
-        return {"mean_diff": float("nan"), "mean_diff_ci": [float("nan")] * 2, "mean_diff_per_seed": [],
-                "paired": None}  # fmt: skip
+        return {
+            "mean_diff": float("nan"),
+            "mean_diff_ci": [float("nan")] * 2,
+            "mean_diff_per_seed": [],
+            "paired": None,
+        }
     point, low, high = nested_bootstrap(kept, n_boot=n_boot, ci=ci, seed=seed)
     means = [float(d.mean()) for d in kept]
-    return {"mean_diff": point, "mean_diff_ci": [low, high], "mean_diff_per_seed": means,
-            "paired": paired_units(kept, ci, target_power)}  # fmt: skip
+    return {
+        "mean_diff": point,
+        "mean_diff_ci": [low, high],
+        "mean_diff_per_seed": means,
+        "paired": paired_units(kept, ci, target_power),
+    }
 
 
 def wins_minus_losses(per_seed: list[np.ndarray], ci: float = 0.95, target_power: float = 0.8) -> dict:
@@ -362,14 +389,21 @@ def wins_minus_losses(per_seed: list[np.ndarray], ci: float = 0.95, target_power
     verdict paired by seed (`net_win_paired`: `paired_units`)."""
     kept = [d for d in per_seed if len(d)]
     means = [float(np.mean(d)) for d in kept]
-    return {"net_win": float(np.mean(means)) if means else float("nan"), "net_win_per_seed": means,
-            "net_win_paired": paired_units(kept, ci, target_power)}  # fmt: skip
+    return {
+        "net_win": float(np.mean(means)) if means else float("nan"),
+        "net_win_per_seed": means,
+        "net_win_paired": paired_units(kept, ci, target_power),
+    }
 
 
 def seed_summary(
-    per_state: pd.DataFrame, pairs: list[tuple[str, str]], n_boot: int = 1000, ci: float = 0.95, seed: int = 0,
+    per_state: pd.DataFrame,
+    pairs: list[tuple[str, str]],
+    n_boot: int = 1000,
+    ci: float = 0.95,
+    seed: int = 0,
     target_power: float = 0.8,
-) -> dict:  # fmt: skip
+) -> dict:
     """Win rates and mean qualities over RL seeds: `per_state` holds the state tables of every seed (column
     `rl_seed`; each seed has its own states). For each (a, b) of `pairs`: the mean over seeds of the fraction of
     live states where a beats b, with a seeds-then-states bootstrap interval (`metrics.nested_bootstrap`), the
@@ -378,25 +412,34 @@ def seed_summary(
     seed (`quality_difference`); and every policy's mean quality likewise. Dead states are counted apart. A verdict
     is the paired interval's side of 0 (never a win rate against 1/2, which ties pull below 1/2 under no effect)."""
     groups = dict(tuple(per_state.groupby("rl_seed", sort=True)))
-    out: dict = {"n_seeds": len(groups), "n_states_per_seed": [len(g) for g in groups.values()],
-                 "n_dead_per_seed": [int(g["dead"].sum()) for g in groups.values()]}  # fmt: skip
+    out: dict = {
+        "n_seeds": len(groups),
+        "n_states_per_seed": [len(g) for g in groups.values()],
+        "n_dead_per_seed": [int(g["dead"].sum()) for g in groups.values()],
+    }
     for a, b in pairs:
         key = f"{a}_vs_{b}"
         win = nested_bootstrap([wins(g, a, b) for g in groups.values()], n_boot=n_boot, ci=ci, seed=seed)
         per = [win_summary(g, a, b) for g in groups.values()]
-        out[key] = {"better": win[0], "better_ci": [win[1], win[2]],
-                    "better_per_seed": [p[f"{a}_better"] for p in per],
-                    "tie": float(np.mean([p["tie"] for p in per])),
-                    "worse": float(np.mean([p[f"{b}_better"] for p in per])),
-                    "tie_per_seed": [p["tie"] for p in per], "worse_per_seed": [p[f"{b}_better"] for p in per],
-                    "wilcoxon_p_per_seed": [p["wilcoxon_p"] for p in per],
-                    **wins_minus_losses([net_wins(g, a, b) for g in groups.values()], ci, target_power),
-                    **quality_difference([differences(g, a, b) for g in groups.values()], n_boot, ci, seed,
-                                         target_power)}  # fmt: skip
+        out[key] = {
+            "better": win[0],
+            "better_ci": [win[1], win[2]],
+            "better_per_seed": [p[f"{a}_better"] for p in per],
+            "tie": float(np.mean([p["tie"] for p in per])),
+            "worse": float(np.mean([p[f"{b}_better"] for p in per])),
+            "tie_per_seed": [p["tie"] for p in per],
+            "worse_per_seed": [p[f"{b}_better"] for p in per],
+            "wilcoxon_p_per_seed": [p["wilcoxon_p"] for p in per],
+            **wins_minus_losses([net_wins(g, a, b) for g in groups.values()], ci, target_power),
+            **quality_difference(
+                [differences(g, a, b) for g in groups.values()], n_boot, ci, seed, target_power
+            ),
+        }
     names = sorted({x for pair in pairs for x in pair})
     for name in names:
-        q = nested_bootstrap([g.loc[~g["dead"], name].to_numpy() for g in groups.values()], n_boot=n_boot, ci=ci,
-                             seed=seed)  # fmt: skip
+        q = nested_bootstrap(
+            [g.loc[~g["dead"], name].to_numpy() for g in groups.values()], n_boot=n_boot, ci=ci, seed=seed
+        )
         out[f"mean_quality_{name}"] = {"mean": q[0], "ci": [q[1], q[2]]}
     return out
 
@@ -436,9 +479,15 @@ def inject_error(state: ProbeState, chat, seed: int, attempts: list[str] | tuple
         return None
     prefix = list(state.prefix_ids) + chat.action_ids(action) + chat.observation_ids(result.observation)
     return ProbeState(
-        task=state.task, env=state.env, budget=state.budget, seed=state.seed, actions=[*state.actions, action],
-        prefix_ids=prefix, source=state.source, trajectory_success=state.trajectory_success,
-    )  # fmt: skip
+        task=state.task,
+        env=state.env,
+        budget=state.budget,
+        seed=state.seed,
+        actions=[*state.actions, action],
+        prefix_ids=prefix,
+        source=state.source,
+        trajectory_success=state.trajectory_success,
+    )
 
 
 def error_pool(

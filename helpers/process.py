@@ -89,10 +89,14 @@ def gigpo_turn_advantages(trajs: Sequence, episode_rewards: Sequence[float], cfg
     """GiGPO's advantage of every turn of every trajectory (verl-agent), step groups within each task group."""
     steps = [list(zip(anchors(t), step_rewards(t), strict=True)) for t in trajs]
     return algos.gigpo_advantages(
-        steps, [t.group for t in trajs], episode_rewards=list(episode_rewards), gamma=cfg_train.gigpo_gamma,
-        step_weight=cfg_train.gigpo_step_weight, norm_by_std=cfg_train.gigpo_mode == "mean_std_norm",
+        steps,
+        [t.group for t in trajs],
+        episode_rewards=list(episode_rewards),
+        gamma=cfg_train.gigpo_gamma,
+        step_weight=cfg_train.gigpo_step_weight,
+        norm_by_std=cfg_train.gigpo_mode == "mean_std_norm",
         episode_over_steps=cfg_train.gigpo_episode_over_steps,
-    )  # fmt: skip
+    )
 
 
 def step_group_sizes(trajs: Sequence) -> list[int]:
@@ -207,8 +211,9 @@ class ValueModel(torch.nn.Module):
         conversation up to token j, the state in which token j + 1 is generated (verl takes the critic's output
         at the positions before the response tokens)."""
         position_ids = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
-        out = self.body(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
-                        use_cache=False)  # fmt: skip
+        out = self.body(
+            input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, use_cache=False
+        )
         return self.head(out.last_hidden_state).squeeze(-1)[:, :-1].float()
 
 
@@ -223,8 +228,15 @@ def outcome_token_rewards(traj, reward: float) -> torch.Tensor:
 # ------------------------------------------------------------------------------ per-token advantages, by estimator
 
 
-def _gigpo(trajs, cfg, rewards: torch.Tensor, adv: torch.Tensor, tasks: dict | None, seed: int,
-           values: list[torch.Tensor] | None) -> tuple[list, list | None, dict]:  # fmt: skip
+def _gigpo(
+    trajs,
+    cfg,
+    rewards: torch.Tensor,
+    adv: torch.Tensor,
+    tasks: dict | None,
+    seed: int,
+    values: list[torch.Tensor] | None,
+) -> tuple[list, list | None, dict]:
     """GiGPO: episode plus weighted step advantages, spread over each turn's tokens."""
     per_turn = gigpo_turn_advantages(trajs, rewards.tolist(), cfg.train)
     sizes = np.array(step_group_sizes(trajs))
@@ -232,20 +244,36 @@ def _gigpo(trajs, cfg, rewards: torch.Tensor, adv: torch.Tensor, tasks: dict | N
     return [turn_token_advantages(t, a) for t, a in zip(trajs, per_turn, strict=True)], None, stats
 
 
-def _oracle_q(trajs, cfg, rewards: torch.Tensor, adv: torch.Tensor, tasks: dict | None, seed: int,
-              values: list[torch.Tensor] | None) -> tuple[list, list | None, dict]:  # fmt: skip
+def _oracle_q(
+    trajs,
+    cfg,
+    rewards: torch.Tensor,
+    adv: torch.Tensor,
+    tasks: dict | None,
+    seed: int,
+    values: list[torch.Tensor] | None,
+) -> tuple[list, list | None, dict]:
     """Oracle-Q: GRPO's outcome advantage plus the weighted (possibly corrupted) process term of each turn."""
     c = cfg.train
     exact, reported = oracle_terms(trajs, tasks or {}, cfg.env.name, c.oracle_corruption, seed)
     flat = [v for row in reported for v in row]
     stats = {"process_term_mean": float(np.mean(flat)), **agreement(exact, reported)}
-    out = [turn_token_advantages(t, float(adv[i]) + c.oracle_weight * torch.tensor(reported[i]))
-           for i, t in enumerate(trajs)]  # fmt: skip
+    out = [
+        turn_token_advantages(t, float(adv[i]) + c.oracle_weight * torch.tensor(reported[i]))
+        for i, t in enumerate(trajs)
+    ]
     return out, None, stats
 
 
-def _gae(trajs, cfg, rewards: torch.Tensor, adv: torch.Tensor, tasks: dict | None, seed: int,
-         values: list[torch.Tensor] | None) -> tuple[list, list | None, dict]:  # fmt: skip
+def _gae(
+    trajs,
+    cfg,
+    rewards: torch.Tensor,
+    adv: torch.Tensor,
+    tasks: dict | None,
+    seed: int,
+    values: list[torch.Tensor] | None,
+) -> tuple[list, list | None, dict]:
     """PPO: token-level GAE on the critic's values; also the returns its value loss regresses on."""
     c = cfg.train
     if values is None:
@@ -262,8 +290,10 @@ def _gae(trajs, cfg, rewards: torch.Tensor, adv: torch.Tensor, tasks: dict | Non
     v_var = algos.masked_var(ret - v_tok, m_tok, unbiased=False) / algos.masked_var(
         ret, m_tok, unbiased=False
     )
-    stats = {"value_mean": float(algos.masked_mean(v_tok, m_tok)),
-             "explained_variance": float(1 - v_var) if torch.isfinite(v_var) else None}  # fmt: skip
+    stats = {
+        "value_mean": float(algos.masked_mean(v_tok, m_tok)),
+        "explained_variance": float(1 - v_var) if torch.isfinite(v_var) else None,
+    }
     return [a_tok[i, :n] for i, n in enumerate(lens)], [ret[i, :n] for i, n in enumerate(lens)], stats
 
 
@@ -295,8 +325,15 @@ def estimator(name: str) -> Estimator:
     return ESTIMATORS[name]
 
 
-def token_advantages(trajs, cfg, rewards: torch.Tensor, adv: torch.Tensor, tasks: dict | None = None,
-                     seed: int = 0, values: list[torch.Tensor] | None = None) -> tuple[list, list | None, dict]:  # fmt: skip
+def token_advantages(
+    trajs,
+    cfg,
+    rewards: torch.Tensor,
+    adv: torch.Tensor,
+    tasks: dict | None = None,
+    seed: int = 0,
+    values: list[torch.Tensor] | None = None,
+) -> tuple[list, list | None, dict]:
     """Per-token advantages of every trajectory for the estimators other than GRPO, as vectors aligned with
     `token_logprobs` (the module docstring says what each estimator gives a token), PPO's returns, and statistics.
 

@@ -111,8 +111,9 @@ def seed_error_pool(
     )
 
 
-def concentration(per_state: pd.DataFrame, matched_states: pd.DataFrame, n_boot: int = 1000, ci: float = 0.95,
-                  seed: int = 0) -> dict:  # fmt: skip
+def concentration(
+    per_state: pd.DataFrame, matched_states: pd.DataFrame, n_boot: int = 1000, ci: float = 0.95, seed: int = 0
+) -> dict:
     """Per comparison with RL (both tables holding its columns): the win rate at error states minus at matched
     states, mean over seeds, its interval (seeds, then the states of each pool), the per-seed values and the verdict
     paired by seed (`paired`: the t-interval over the per-seed values, with the MDE at `POWER`)."""
@@ -120,19 +121,28 @@ def concentration(per_state: pd.DataFrame, matched_states: pd.DataFrame, n_boot:
     for a, b in RL_PAIRS:
         if not {a, b} <= set(per_state.columns) & set(matched_states.columns):
             continue
-        per_seed = [(probing.wins(per_state[per_state["rl_seed"] == s], a, b),
-                     probing.wins(matched_states[matched_states["rl_seed"] == s], a, b))
-                    for s in sorted(per_state["rl_seed"].unique())]  # fmt: skip
+        per_seed = [
+            (
+                probing.wins(per_state[per_state["rl_seed"] == s], a, b),
+                probing.wins(matched_states[matched_states["rl_seed"] == s], a, b),
+            )
+            for s in sorted(per_state["rl_seed"].unique())
+        ]
         point, low, high = metrics.nested_bootstrap(per_seed, lambda e, m: e - m, n_boot, ci, seed)
         values = [float(e.mean() - m.mean()) for e, m in per_seed]
         paired = stats.paired_verdict(values, [0.0] * len(values), ci, POWER) if len(values) >= 2 else None
-        out[f"{a}_vs_{b}"] = {"error_minus_matched": point, "ci": [low, high], "per_seed": values,
-                              "paired": paired}  # fmt: skip
+        out[f"{a}_vs_{b}"] = {
+            "error_minus_matched": point,
+            "ci": [low, high],
+            "per_seed": values,
+            "paired": paired,
+        }
     return out
 
 
-def continuation(cfg: Config, agents: dict[str, AgentLike], errors: dict[str, list]) -> tuple[pd.DataFrame, dict,
-                                                                                                 tuple, dict]:  # fmt: skip
+def continuation(
+    cfg: Config, agents: dict[str, AgentLike], errors: dict[str, list]
+) -> tuple[pd.DataFrame, dict, tuple, dict]:
     """Continuation success of every role from every seed's error states: the table (one row per role), RL minus
     the base and minus the sharpened base and, symmetrically, RL decoded as the sharpened base minus it, the
     structural bound (mean, low, high), and each difference paired by seed (`stats.paired_verdict`, the MDE from the
@@ -146,10 +156,15 @@ def continuation(cfg: Config, agents: dict[str, AgentLike], errors: dict[str, li
             for name, role in plays:
                 seed = controls.stream(cfg.seed + 5004, matched.rl_seed(name))
                 success[name, role] = evaluate.recorded_per_state(
-                    cfg.results_name, f"continuation-{name}-{role}", agents[agent], errors[name],
+                    cfg.results_name,
+                    f"continuation-{name}-{role}",
+                    agents[agent],
+                    errors[name],
                     [p.n_continuations, repr(sampling), seed],
-                    lambda name=name, seed=seed: probing.continuation_success(policy(), errors[name],
-                                                                              p.n_continuations, sampling, seed))  # fmt: skip
+                    lambda name=name, seed=seed: probing.continuation_success(
+                        policy(), errors[name], p.n_continuations, sampling, seed
+                    ),
+                )
     rates: dict[str, list] = {role: [] for role, _ in matched.roles(next(iter(errors)))} if errors else {}
     bounds = []
     for name, pool in errors.items():
@@ -160,9 +175,18 @@ def continuation(cfg: Config, agents: dict[str, AgentLike], errors: dict[str, li
     rows = []
     for role, per_seed in rates.items():
         point, low, high = metrics.nested_bootstrap(per_seed, lambda x: x, *boot)
-        rows.append({"model": role, "success": point, "low": low, "high": high,
-                     "per_seed": [round(float(r.mean()), 4) for r in per_seed], "upper_bound": upper[0],
-                     "n_states": sum(len(r) for r in per_seed), "n_continuations": p.n_continuations})  # fmt: skip
+        rows.append(
+            {
+                "model": role,
+                "success": point,
+                "low": low,
+                "high": high,
+                "per_seed": [round(float(r.mean()), 4) for r in per_seed],
+                "upper_bound": upper[0],
+                "n_states": sum(len(r) for r in per_seed),
+                "n_continuations": p.n_continuations,
+            }
+        )
     differences, paired = {}, {}
     for a, b in RL_PAIRS:
         units = [r - o for r, o in zip(rates[a], rates[b], strict=True)]
@@ -197,17 +221,28 @@ def recover(cfg: Config, out: store.Run) -> Recovery:
 
 def statement(r: Recovery) -> str:
     """What the notebook says first, as Markdown: the step oracle and the size of every seed's error pool."""
-    pools = "\n".join(f"- {name}: {len(e)} error states ({sum(s.source == 'base' for s in e)} from base "
-                      "trajectories)" for name, e in r.errors.items())  # fmt: skip
+    pools = "\n".join(
+        f"- {name}: {len(e)} error states ({sum(s.source == 'base' for s in e)} from base trajectories)"
+        for name, e in r.errors.items()
+    )
     return probing.oracle_statement(r.oracle) + (f"\n\n{pools}" if pools else "")
 
 
 def superior_table(r: Recovery) -> pd.DataFrame:
     """Per comparison: the fraction of live error states where the first policy's next action is better, its
     interval, and ties."""
-    return pd.DataFrame({f"{a} vs {b}": {"better": d["better"], "low": d["better_ci"][0],
-                                         "high": d["better_ci"][1], "tie": d["tie"]}
-                         for a, b in PAIRS if (d := r.superior.get(f"{a}_vs_{b}"))})  # fmt: skip
+    return pd.DataFrame(
+        {
+            f"{a} vs {b}": {
+                "better": d["better"],
+                "low": d["better_ci"][0],
+                "high": d["better_ci"][1],
+                "tie": d["tie"],
+            }
+            for a, b in PAIRS
+            if (d := r.superior.get(f"{a}_vs_{b}"))
+        }
+    )
 
 
 def concentration_table(r: Recovery) -> pd.DataFrame:
@@ -225,8 +260,13 @@ def figures(r: Recovery, ci: float = 0.95, env: str | None = None) -> dict[str, 
     env = env or (r.tasks[0].env if r.tasks else "frozenlake")
     reported = env if env in paper.ERROR_STATES_RL_SUPERIOR else "frozenlake"
     rl, base = (paper.value(v) for v in paper.CONTINUATION_SUCCESS[reported])
-    fig = plots.error_recovery(r.superior, r.continuation, ci, paper.value(paper.ERROR_STATES_RL_SUPERIOR[reported]),
-                               {"rl": rl, "base": base})  # fmt: skip
+    fig = plots.error_recovery(
+        r.superior,
+        r.continuation,
+        ci,
+        paper.value(paper.ERROR_STATES_RL_SUPERIOR[reported]),
+        {"rl": rl, "base": base},
+    )
     figs = {"error_recovery": fig, "concentration": plots.concentration(r.concentration)}
     if any(r.paired.values()):  # the continuation's verdicts, paired by seed (two RL seeds at least)
         figs["continuation_paired"] = plots.continuation_differences(r.paired)
@@ -285,16 +325,21 @@ def findings(m: dict) -> list[str]:
     ]
     if (s["rl_vs_base"].get("paired") or None) is not None:
         lines += matched.difference_findings(m, "superior_action", "live error states")
-    labels = {"rl_vs_base": "the base", "rl_vs_sharp": "the sharpened base",
-              "rl_sharp_vs_sharp": "the sharpened base, RL decoded alike"}  # fmt: skip
+    labels = {
+        "rl_vs_base": "the base",
+        "rl_vs_sharp": "the sharpened base",
+        "rl_sharp_vs_sharp": "the sharpened base, RL decoded alike",
+    }
     for key, label in labels.items():
         if key not in c:
             continue
         d = c[key]
         paired = d.get("paired")
         lo_hi = (paired["low"], paired["high"]) if paired else d["ci"]  # paired by seed where recorded
-        verdict = {"above 0": "higher at error states: RL's advantage concentrates there",
-                   "below 0": "lower at error states"}.get(fmt.side(*lo_hi), "not distinguishable at this sample size")  # fmt: skip
+        verdict = {
+            "above 0": "higher at error states: RL's advantage concentrates there",
+            "below 0": "lower at error states",
+        }.get(fmt.side(*lo_hi), "not distinguishable at this sample size")
         said = (
             f"paired by seed {fmt.verdict(paired, scale=100)} points"
             if paired
@@ -315,13 +360,15 @@ def findings(m: dict) -> list[str]:
         + "; ".join(f"{k} {fmt.percent(v['success'])}" for k, v in cont.items())
         + f"; structural upper bound {fmt.percent(m['continuation_upper_bound']['mean'])} (paper, {where}: RL "
         f"{fmt.percent(pp['continuation_rl'])} vs base {fmt.percent(pp['continuation_base'])}{_paper_gap(m)})."
-    )  # fmt: skip
+    )
     paired = m.get("continuation_paired", {})
     for k, v in m["continuation_difference"].items():
         p = paired.get(k)
         if p is None:  # a run from before the paired verdicts: the seeds-then-states interval decides
-            lines.append(f"- **{k}** (continuation): {fmt.entry(v, digits=1, scale=100, signed=True, unit='points')}, "
-                         f"interval {fmt.side(*v['ci'])}.")  # fmt: skip
+            lines.append(
+                f"- **{k}** (continuation): {fmt.entry(v, digits=1, scale=100, signed=True, unit='points')}, "
+                f"interval {fmt.side(*v['ci'])}."
+            )
         else:
             lines.append(
                 f"- **{k}** (continuation): paired by seed {fmt.verdict(p, scale=100)} points: interval "

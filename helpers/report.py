@@ -106,17 +106,26 @@ def headline(profile: str = "cpu") -> list[tuple[str, str, str, str]]:
             )
         )
         c = m05["concentration"]
-        rows.append(("Concentration: RL's win rate at error states minus at matched states (points)",
-                     "positive (claimed, no number)", _points(c["rl_vs_base"], "error_minus_matched"),
-                     _points(c["rl_vs_sharp"], "error_minus_matched")))  # fmt: skip
+        rows.append(
+            (
+                "Concentration: RL's win rate at error states minus at matched states (points)",
+                "positive (claimed, no number)",
+                _points(c["rl_vs_base"], "error_minus_matched"),
+                _points(c["rl_vs_sharp"], "error_minus_matched"),
+            )
+        )
         cont = {r["model"]: r for r in m05["continuation"]}
         rl_p, base_p = paper.CONTINUATION_SUCCESS[pe]
         diff = m05["continuation_difference"]
-        rows.append(("Continuation success from identical error states: RL minus comparison (points)",
-                     f"{fmt.points(rl_p.value - base_p.value)} ({fmt.number(rl_p.value, 1, 100)} vs {fmt.percent(base_p.value)}, {rl_p.setting})",
-                     _points(diff["rl - base"]) + f" (RL {fmt.percent(cont['rl']['success'])}, base "
-                     f"{fmt.percent(cont['base']['success'])}, bound {fmt.percent(m05['continuation_upper_bound']['mean'])})",
-                     _points(diff["rl - sharp"]) + f" (sharpened {fmt.percent(cont['sharp']['success'])})"))  # fmt: skip
+        rows.append(
+            (
+                "Continuation success from identical error states: RL minus comparison (points)",
+                f"{fmt.points(rl_p.value - base_p.value)} ({fmt.number(rl_p.value, 1, 100)} vs {fmt.percent(base_p.value)}, {rl_p.setting})",
+                _points(diff["rl - base"]) + f" (RL {fmt.percent(cont['rl']['success'])}, base "
+                f"{fmt.percent(cont['base']['success'])}, bound {fmt.percent(m05['continuation_upper_bound']['mean'])})",
+                _points(diff["rl - sharp"]) + f" (sharpened {fmt.percent(cont['sharp']['success'])})",
+            )
+        )
     m06 = _get(profile, "06_likelihood_analysis", default={})
     if m06:
         n, llr = m06["nll_base_policy"], m06["cum_llr_successful"]
@@ -138,20 +147,28 @@ def headline(profile: str = "cpu") -> list[tuple[str, str, str, str]]:
         )
     m01 = _get(profile, "01_grpo_training", "grpo", default={})
     if m01:
-        rows.append(("Change of R_multi / R_single (own states) during GRPO",
-                     f"{fmt.signed(paper.TRAINING_DYNAMICS['R_multi_change'].value)} / {fmt.signed(paper.TRAINING_DYNAMICS['R_single_change'].value)} (DeepCoder-MT)",
-                     f"{fmt.entry(m01['R_multi'], 'change', signed=True)} / {fmt.entry(m01.get('R_single'), 'change', signed=True)}",
-                     "(training: no comparison)"))  # fmt: skip
+        rows.append(
+            (
+                "Change of R_multi / R_single (own states) during GRPO",
+                f"{fmt.signed(paper.TRAINING_DYNAMICS['R_multi_change'].value)} / {fmt.signed(paper.TRAINING_DYNAMICS['R_single_change'].value)} (DeepCoder-MT)",
+                f"{fmt.entry(m01['R_multi'], 'change', signed=True)} / {fmt.entry(m01.get('R_single'), 'change', signed=True)}",
+                "(training: no comparison)",
+            )
+        )
     m02 = _get(profile, "02_budgetmix_training", default={})
     if m02:
         g, ci = m02["gains_points"], m02["gains_ci"]
         for f, rep in paper.BUDGETMIX_GAIN_POINTS.items():
             k = f"{f:g}"
             sharp = m02["gains_points"]["budgetmix - sharp"][k], m02["gains_ci"]["budgetmix - sharp"][k]
-            rows.append((f"Success at {f:.0%} of T_max: BudgetMix minus full-budget GRPO (points)",
-                         f"{fmt.signed(rep.value, 1)} ({rep.setting})",
-                         _gain(g["budgetmix - grpo"][k], ci["budgetmix - grpo"][k]),
-                         f"BudgetMix minus sharpened base {_gain(*sharp)}"))  # fmt: skip
+            rows.append(
+                (
+                    f"Success at {f:.0%} of T_max: BudgetMix minus full-budget GRPO (points)",
+                    f"{fmt.signed(rep.value, 1)} ({rep.setting})",
+                    _gain(g["budgetmix - grpo"][k], ci["budgetmix - grpo"][k]),
+                    f"BudgetMix minus sharpened base {_gain(*sharp)}",
+                )
+            )
     m03 = _get(profile, "03_pass_at_kt_sweep", default={})
     if m03:
         Ts = m03["T_values"]
@@ -164,8 +181,14 @@ def headline(profile: str = "cpu") -> list[tuple[str, str, str, str]]:
                 m03["pass_at_t_gap_points"]["grpo - sharp"][str(T)],
                 m03["pass_at_t_gap_ci"]["grpo - sharp"][str(T)],
             )
-            rows.append((f"Pass@(K={m03['K']}, T={T}): GRPO minus comparison (points)",
-                         "grows with T; shrinks or reverses at small T", _gain(gb, cb), _gain(gs, cs)))  # fmt: skip
+            rows.append(
+                (
+                    f"Pass@(K={m03['K']}, T={T}): GRPO minus comparison (points)",
+                    "grows with T; shrinks or reverses at small T",
+                    _gain(gb, cb),
+                    _gain(gs, cs),
+                )
+            )
     return rows
 
 
@@ -279,13 +302,19 @@ def budgetmix_gains(profile: str, envs: tuple[str, ...] | list[str]) -> dict:
         g, ci = m["gains_points"]["budgetmix - grpo"], m["gains_ci"]["budgetmix - grpo"]
         missing = [f"{f:g}" for f in FRACTIONS if f"{f:g}" not in g]
         if missing:
-            raise ValueError(f"{profile}/{env}: notebook 02 has no gain at fraction(s) {missing} of T_max "
-                             "(eval.budget_fractions must hold 0.25, 0.5, 0.75 and 1.0 for this table)")  # fmt: skip
+            raise ValueError(
+                f"{profile}/{env}: notebook 02 has no gain at fraction(s) {missing} of T_max "
+                "(eval.budget_fractions must hold 0.25, 0.5, 0.75 and 1.0 for this table)"
+            )
         tasks[env] = {f: (g[f"{f:g}"], *ci[f"{f:g}"]) for f in FRACTIONS}
     ran = [v for v in tasks.values() if v is not None]
     mean = {f: sum(v[f][0] for v in ran) / len(ran) for f in FRACTIONS} if ran else {}
-    return {"tasks": tasks, "mean": mean, "n_tasks": len(ran),
-            "paper": {f: paper.value(v) for f, v in paper.BUDGETMIX_GAIN_POINTS.items()}}  # fmt: skip
+    return {
+        "tasks": tasks,
+        "mean": mean,
+        "n_tasks": len(ran),
+        "paper": {f: paper.value(v) for f, v in paper.BUDGETMIX_GAIN_POINTS.items()},
+    }
 
 
 def budgetmix_markdown(profile: str, envs: tuple[str, ...] | list[str]) -> str:
@@ -302,14 +331,19 @@ def budgetmix_markdown(profile: str, envs: tuple[str, ...] | list[str]) -> str:
         )
         lines.append(f"| {TASK_NAMES.get(env, env)} | " + " | ".join(cells) + " |")
     if s["mean"]:
-        lines.append(f"| **kit: mean of {s['n_tasks']} task{'s' if s['n_tasks'] > 1 else ''}** | "
-                     + " | ".join(fmt.signed(s["mean"][f], 1) for f in FRACTIONS) + " |")  # fmt: skip
+        lines.append(
+            f"| **kit: mean of {s['n_tasks']} task{'s' if s['n_tasks'] > 1 else ''}** | "
+            + " | ".join(fmt.signed(s["mean"][f], 1) for f in FRACTIONS)
+            + " |"
+        )
     lines.append(
         "| **paper: mean of 4 tasks** | " + " | ".join(fmt.signed(s["paper"][f], 1) for f in FRACTIONS) + " |"
     )
     lines.append("")
-    lines.append("BudgetMix minus full-budget GRPO, points, with 95 % intervals over seeds and tasks; the paper's "
-                 "summaries give only the mean over its four tasks (parity at 100 %), not each task's gain.")  # fmt: skip
+    lines.append(
+        "BudgetMix minus full-budget GRPO, points, with 95 % intervals over seeds and tasks; the paper's "
+        "summaries give only the mean over its four tasks (parity at 100 %), not each task's gain."
+    )
     return fmt.no_negative_zero("\n".join(lines))
 
 
@@ -391,23 +425,33 @@ def short_version(profile: str = "cpu") -> list[str]:
         rm, rs = m1["grpo"]["R_multi"], m1["grpo"]["R_single"]
         sides = fmt.side(*rm["change_ci"]), fmt.side(*rs["change_ci"])
         word = {"above 0": "rose", "below 0": "fell"}
-        verdict = ("as in the paper" if sides == ("above 0", "below 0")
-                   else f"unlike the paper, R_single {word.get(sides[1], 'did not move distinguishably')}"
-                   if sides[0] == "above 0" else "R_multi did not rise distinguishably")  # fmt: skip
-        out.append(f"- **R_multi rises while R_single falls** (01; paper, DeepCoder-MT): R_multi {_interval(rm, 3)}, "
-                   f"R_single on the policy's own states {_interval(rs, 3)}: {verdict}.")  # fmt: skip
+        verdict = (
+            "as in the paper"
+            if sides == ("above 0", "below 0")
+            else f"unlike the paper, R_single {word.get(sides[1], 'did not move distinguishably')}"
+            if sides[0] == "above 0"
+            else "R_multi did not rise distinguishably"
+        )
+        out.append(
+            f"- **R_multi rises while R_single falls** (01; paper, DeepCoder-MT): R_multi {_interval(rm, 3)}, "
+            f"R_single on the policy's own states {_interval(rs, 3)}: {verdict}."
+        )
     m2 = _get(profile, "02_budgetmix_training")
     if m2 and "gains_paired" in m2:
         g = m2["gains_paired"]["budgetmix - grpo"]
-        out.append(f"- **BudgetMix beats full-budget GRPO at tight budgets, parity at T_max** (02; paper "
-                   f"{_paper_gains(m2)}): interval above 0 at {_list(_budgets(g, 'above 0'))}, "
-                   f"below 0 at {_list(_budgets(g, 'below 0'))}, containing 0 at {_list(_budgets(g, 'contains 0'))} "
-                   "of T_max.")  # fmt: skip
+        out.append(
+            f"- **BudgetMix beats full-budget GRPO at tight budgets, parity at T_max** (02; paper "
+            f"{_paper_gains(m2)}): interval above 0 at {_list(_budgets(g, 'above 0'))}, "
+            f"below 0 at {_list(_budgets(g, 'below 0'))}, containing 0 at {_list(_budgets(g, 'contains 0'))} "
+            "of T_max."
+        )
         if "grpo-sharp - sharp" in m2["gains_paired"]:
             a, b = m2["gains_paired"]["grpo - sharp"], m2["gains_paired"]["grpo-sharp - sharp"]
-            out.append(f"- **RL learned more than sharpening gives** (02, the kit's control): GRPO minus the sharpened "
-                       f"base is above 0 at {_list(_budgets(a, 'above 0'))} of T_max; decoded as the sharpened base is "
-                       f"(the symmetric control), at {_list(_budgets(b, 'above 0'))}.")  # fmt: skip
+            out.append(
+                f"- **RL learned more than sharpening gives** (02, the kit's control): GRPO minus the sharpened "
+                f"base is above 0 at {_list(_budgets(a, 'above 0'))} of T_max; decoded as the sharpened base is "
+                f"(the symmetric control), at {_list(_budgets(b, 'above 0'))}."
+            )
     probe = (m2 or {}).get("budget_probe", {}).get("agents", {})
     models = {
         k: v["responsiveness"] for k, v in probe.items() if v.get("kind") == "model" and "responsiveness" in v
@@ -416,11 +460,13 @@ def short_version(profile: str = "cpu") -> list[str]:
         reading = [k for k, r in models.items() if fmt.side(r["low"], r["high"]) == "above 0"]
         largest = max(abs(r["mean"]) for r in models.values())
         optimum = probe.get("optimum", {}).get("responsiveness", {}).get("mean")
-        out.append(f"- **Does any model read the budget line?** (02, the budget-swap probe; the paper does not measure "
-                   f"it): responsiveness above 0 for {_list(reading)} of {len(models)} models; the largest in size "
-                   f"{fmt.number(largest, 3)}"
-                   + (f", against {fmt.number(optimum, 1)} for the scripted budget-aware optimum" if optimum else "")
-                   + ". A BudgetMix lead with no model reading the budget is a budget-blind one.")  # fmt: skip
+        out.append(
+            f"- **Does any model read the budget line?** (02, the budget-swap probe; the paper does not measure "
+            f"it): responsiveness above 0 for {_list(reading)} of {len(models)} models; the largest in size "
+            f"{fmt.number(largest, 3)}"
+            + (f", against {fmt.number(optimum, 1)} for the scripted budget-aware optimum" if optimum else "")
+            + ". A BudgetMix lead with no model reading the budget is a budget-blind one."
+        )
     d = (m2 or {}).get("doorway")
     if d and "openings" in d.get("reading", {}):
         out.append(_doorway_short(d))
@@ -430,8 +476,10 @@ def short_version(profile: str = "cpu") -> list[str]:
         word = {"above 0": "it grows with T", "below 0": "it shrinks with T"}.get(
             fmt.side(t["low"], t["high"]), "this sample cannot tell"
         )
-        out.append(f"- **RL's Pass@(8,T) advantage grows with T** (03): GRPO minus base at T = {t['T_max']} minus at "
-                   f"T = {t['T_min']}, paired by seed, {_interval(t)} points: {word}.")  # fmt: skip
+        out.append(
+            f"- **RL's Pass@(8,T) advantage grows with T** (03): GRPO minus base at T = {t['T_max']} minus at "
+            f"T = {t['T_min']}, paired by seed, {_interval(t)} points: {word}."
+        )
     m4 = _get(profile, "04_step_level_probing")
     s4 = (m4 or {}).get("matched_states", {})
     if s4.get("rl_vs_base", {}).get("paired"):
@@ -439,41 +487,62 @@ def short_version(profile: str = "cpu") -> list[str]:
         for key, label in (("rl_vs_base", "the base"), ("rl_vs_sharp", "the sharpened base")):
             d = s4.get(key, {})
             if d.get("paired") and d.get("net_win_paired"):
-                parts.append(f"against {label}, wins minus losses {_interval(d['net_win_paired'], 3)} and mean quality "
-                             f"{_interval(d['paired'], 3)}")  # fmt: skip
-        out.append("- **RL is not better at single steps** (04; paper: better at "
-                   f"{fmt.percent(m4['paper'].get(m4.get('env', 'frozenlake'), m4['paper'].get('frozenlake')))} of "
-                   "matched states, mean quality no better): " + "; ".join(parts) + " (above 0: RL's steps better).")  # fmt: skip
+                parts.append(
+                    f"against {label}, wins minus losses {_interval(d['net_win_paired'], 3)} and mean quality "
+                    f"{_interval(d['paired'], 3)}"
+                )
+        out.append(
+            "- **RL is not better at single steps** (04; paper: better at "
+            f"{fmt.percent(m4['paper'].get(m4.get('env', 'frozenlake'), m4['paper'].get('frozenlake')))} of "
+            "matched states, mean quality no better): " + "; ".join(parts) + " (above 0: RL's steps better)."
+        )
     m5 = _get(profile, "05_error_recovery")
     if m5 and m5.get("concentration", {}).get("rl_vs_base", {}).get("paired"):
         c = m5["concentration"]["rl_vs_base"]["paired"]
         cont = m5.get("continuation_paired", {}).get("rl - base")
-        out.append(f"- **RL's advantage concentrates at error states** (05): win rate at error states minus at matched "
-                   f"states {_interval(c, 1, 100)} points"
-                   + (f"; continuation success from the same error states, RL minus base {_interval(cont, 1, 100)} "
-                      "points" if cont else "")
-                   + " (error states also sit later in the episode: a depth confound).")  # fmt: skip
+        out.append(
+            f"- **RL's advantage concentrates at error states** (05): win rate at error states minus at matched "
+            f"states {_interval(c, 1, 100)} points"
+            + (
+                f"; continuation success from the same error states, RL minus base {_interval(cont, 1, 100)} "
+                "points"
+                if cont
+                else ""
+            )
+            + " (error states also sit later in the episode: a depth confound)."
+        )
     m6 = _get(profile, "06_likelihood_analysis")
     if m6 and m6.get("cum_llr_difference") and "base" in m6.get("cum_llr_successful", {}):
         d, b = m6["cum_llr_difference"], m6["cum_llr_successful"]["base"]
-        out.append(f"- **Successful RL trajectories are far likelier under RL** (06): RL minus base trajectories, "
-                   f"paired by seed, {_interval(d, 2)}, as any two differing policies give on the RL side (a KL); the "
-                   f"base's successful trajectories {fmt.entry(b, digits=3)} ({fmt.side(*b['ci'])}; paper about "
-                   f"{fmt.number(m6['paper']['cum_llr_base'], 0, sign=True)}).")  # fmt: skip
+        out.append(
+            f"- **Successful RL trajectories are far likelier under RL** (06): RL minus base trajectories, "
+            f"paired by seed, {_interval(d, 2)}, as any two differing policies give on the RL side (a KL); the "
+            f"base's successful trajectories {fmt.entry(b, digits=3)} ({fmt.side(*b['ci'])}; paper about "
+            f"{fmt.number(m6['paper']['cum_llr_base'], 0, sign=True)})."
+        )
     m7 = _get(profile, "07_process_supervision")
     if m7 and "gains_ci" in m7:
         first = (
             min(m7["gains_ci"]["oracle_q - grpo"], key=float) if "oracle_q - grpo" in m7["gains_ci"] else None
         )
         if first is not None:
-            better = [k.split(" - ")[0] for k in ("oracle_q - grpo", "gigpo - grpo", "ppo - grpo")
-                      if k in m7["gains_ci"] and m7["gains_ci"][k][first][0] > 0]  # fmt: skip
+            better = [
+                k.split(" - ")[0]
+                for k in ("oracle_q - grpo", "gigpo - grpo", "ppo - grpo")
+                if k in m7["gains_ci"] and m7["gains_ci"][k][first][0] > 0
+            ]
             seeds = len(m7.get("seeds", []))
-            out.append(f"- **Precise process supervision helps at tight budgets** (07; paper, FrozenLake: oracle-Q and "
-                       f"GiGPO): minus GRPO at {fmt.number(float(first), 0, scale=100)} % of T_max, interval above 0 for "
-                       f"{_list(better)}"
-                       + (f" ({seeds} RL seed: the intervals cover the test tasks, not training's variance)"
-                          if seeds == 1 else f" ({seeds} RL seeds)") + ".")  # fmt: skip
+            out.append(
+                f"- **Precise process supervision helps at tight budgets** (07; paper, FrozenLake: oracle-Q and "
+                f"GiGPO): minus GRPO at {fmt.number(float(first), 0, scale=100)} % of T_max, interval above 0 for "
+                f"{_list(better)}"
+                + (
+                    f" ({seeds} RL seed: the intervals cover the test tasks, not training's variance)"
+                    if seeds == 1
+                    else f" ({seeds} RL seeds)"
+                )
+                + "."
+            )
     return out
 
 
@@ -546,9 +615,16 @@ def readme_block(profile: str = "cpu") -> str:
             *short,
             "",
         ]
-    parts += ["### Headline: the paper's numbers beside the kit's", "",
-             "Means over the RL seeds; 95 % intervals resample the seeds and the maps or states.", "",
-             markdown(profile), "", "### What each notebook found", ""]  # fmt: skip
+    parts += [
+        "### Headline: the paper's numbers beside the kit's",
+        "",
+        "Means over the RL seeds; 95 % intervals resample the seeds and the maps or states.",
+        "",
+        markdown(profile),
+        "",
+        "### What each notebook found",
+        "",
+    ]
     for notebook in sorted(FINDINGS):
         try:
             text = findings(profile, notebook)
@@ -579,8 +655,11 @@ def main(argv: list[str] | None = None) -> int:
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--profile", default="cpu")
-    ap.add_argument("--env", help="a per-environment series (frozenlake, deepcoder, bfcl, intercode_sql), a comma "
-                                  "list, or all: BudgetMix's gains per task and their mean, then each series")  # fmt: skip
+    ap.add_argument(
+        "--env",
+        help="a per-environment series (frozenlake, deepcoder, bfcl, intercode_sql), a comma "
+        "list, or all: BudgetMix's gains per task and their mean, then each series",
+    )
     ap.add_argument("--findings", action="store_true", help="also print every notebook's findings section")
     ap.add_argument(
         "--readme", action="store_true", help="write the README's results block from the profile's run"
@@ -592,8 +671,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.readme:
         same = update_readme(args.profile, check=args.check)
         if args.check and not same:
-            print(f"README.md's results block is not {args.profile}'s run: python -m helpers.report --readme",
-                  file=sys.stderr)  # fmt: skip
+            print(
+                f"README.md's results block is not {args.profile}'s run: python -m helpers.report --readme",
+                file=sys.stderr,
+            )
             return 1
         print("README.md's results block " + ("is current" if same else "rewritten"))
         return 0

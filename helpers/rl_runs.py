@@ -29,9 +29,21 @@ from helpers.rollout import rollout
 # Keys that decide how runs are laid out on the machine, not what they compute.
 RUN_LAYOUT_KEYS = ("seeds", "parallel_runs", "save_steps")
 # Knobs of the estimators other than GRPO: not part of a GRPO run's recipe.
-PROCESS_KEYS = ("algorithm", "gigpo_step_weight", "gigpo_gamma", "gigpo_mode", "gigpo_episode_over_steps",
-                "gae_gamma", "gae_lam", "cliprange_value", "vf_coef", "critic_lr", "critic_warmup",
-                "oracle_weight", "oracle_corruption")  # fmt: skip
+PROCESS_KEYS = (
+    "algorithm",
+    "gigpo_step_weight",
+    "gigpo_gamma",
+    "gigpo_mode",
+    "gigpo_episode_over_steps",
+    "gae_gamma",
+    "gae_lam",
+    "cliprange_value",
+    "vf_coef",
+    "critic_lr",
+    "critic_warmup",
+    "oracle_weight",
+    "oracle_corruption",
+)
 
 
 # ------------------------------------------------------------------------------------------- recipes, folders
@@ -220,8 +232,16 @@ def probe_pool(cfg: Config, policy) -> list:
     if len(records) == cfg.train.n_probe_states:
         return [probing.ProbeState.from_dict(d) for d in records]
     tasks = load_tasks(cfg.env.name, "train", n=cfg.train.n_probe_states, seed=cfg.seed + 17, **env_cfg)
-    trajs = rollout(policy, cfg.env.name, tasks, [t.t_max for t in tasks], 1,
-                    Sampling.from_config(cfg.sampling), seed=cfg.seed + 17, step_quality=False)  # fmt: skip
+    trajs = rollout(
+        policy,
+        cfg.env.name,
+        tasks,
+        [t.t_max for t in tasks],
+        1,
+        Sampling.from_config(cfg.sampling),
+        seed=cfg.seed + 17,
+        step_quality=False,
+    )
     states = probing.sample_states(
         trajs,
         {t.task_id: t for t in tasks},
@@ -239,8 +259,9 @@ def build_probe_pool(cfg: Config) -> None:
         return
     if len(store.Records(probe_pool_path(cfg))) == cfg.train.n_probe_states:
         return
-    model, tok = models.load(base_model.path_of(cfg), device=models.resolve_device(cfg.model.device),
-                             dtype=cfg.model.dtype)  # fmt: skip
+    model, tok = models.load(
+        base_model.path_of(cfg), device=models.resolve_device(cfg.model.device), dtype=cfg.model.dtype
+    )
     probe_pool(cfg, HFPolicy(model, tok, name="base"))
     del model
     if torch.cuda.is_available():

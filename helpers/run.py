@@ -220,8 +220,10 @@ def notebook_params(pairs: list[tuple[str, Any]], declared: set[str]) -> dict:
             continue
         path = _config_path(name)
         if path is None:
-            raise RunError(f"-p {name}: unknown parameter {name!r}: the notebooks declare {sorted(declared)} "
-                           f"and it is not a config key (such as seed or train.lr)")  # fmt: skip
+            raise RunError(
+                f"-p {name}: unknown parameter {name!r}: the notebooks declare {sorted(declared)} "
+                f"and it is not a config key (such as seed or train.lr)"
+            )
         node = dotted
         for part in path[:-1]:
             node = node.setdefault(part, {})
@@ -231,8 +233,10 @@ def notebook_params(pairs: list[tuple[str, Any]], declared: set[str]) -> dict:
             raise RunError(f"-p {name}: {'.'.join(path)} is given twice")
         node[path[-1]] = value
     if "overrides" in params and not isinstance(params["overrides"], dict):
-        raise RunError(f"-p overrides={params['overrides']!r}: expected a dict, e.g. "
-                       "-p 'overrides={\"train\": {\"lr\": 1e-4}}' (or -p train.lr=1e-4)")  # fmt: skip
+        raise RunError(
+            f"-p overrides={params['overrides']!r}: expected a dict, e.g. "
+            '-p \'overrides={"train": {"lr": 1e-4}}\' (or -p train.lr=1e-4)'
+        )
     if "overrides" in params:
         _check_keys(params["overrides"], "overrides")
     if dotted:
@@ -315,21 +319,40 @@ class Plan:
 
 def parser() -> argparse.ArgumentParser:
     """The command line of `python -m helpers.run` (abbreviated options are refused)."""
-    p = argparse.ArgumentParser(prog="python -m helpers.run", description=__doc__.split("\n\n")[0],
-                                allow_abbrev=False)  # fmt: skip
+    p = argparse.ArgumentParser(
+        prog="python -m helpers.run", description=__doc__.split("\n\n")[0], allow_abbrev=False
+    )
     p.add_argument(
         "--profile", default="cpu", help="profile in configs/ (smoke, cpu, gpu, paper) or a .yaml path"
     )
     p.add_argument("--only", help="run only the notebook with this number (e.g. 03)")
     p.add_argument("--from", dest="start", help="run this notebook and every later one")
-    p.add_argument("--env", help="the per-environment series: frozenlake, deepcoder, bfcl, intercode_sql, "
-                                 "a comma list of them, or all (results in results/<profile>/<env>/)")  # fmt: skip
-    p.add_argument("--fresh", action="store_true", help="rebuild from scratch: move the series' results aside "
-                   "first (results/.previous-*), delete them when every notebook passed")  # fmt: skip
-    p.add_argument("--one-kernel", action="store_true", help="run each series' notebooks in one kernel, its "
-                   "namespace cleared between notebooks (saves each notebook's start-up; same results)")  # fmt: skip
-    p.add_argument("-p", "--param", action="append", nargs="+", default=[], metavar=("NAME[=VALUE]", "VALUE"),
-                   help="a notebook parameter or a config key (seed, train.lr): name=value or NAME VALUE")  # fmt: skip
+    p.add_argument(
+        "--env",
+        help="the per-environment series: frozenlake, deepcoder, bfcl, intercode_sql, "
+        "a comma list of them, or all (results in results/<profile>/<env>/)",
+    )
+    p.add_argument(
+        "--fresh",
+        action="store_true",
+        help="rebuild from scratch: move the series' results aside "
+        "first (results/.previous-*), delete them when every notebook passed",
+    )
+    p.add_argument(
+        "--one-kernel",
+        action="store_true",
+        help="run each series' notebooks in one kernel, its "
+        "namespace cleared between notebooks (saves each notebook's start-up; same results)",
+    )
+    p.add_argument(
+        "-p",
+        "--param",
+        action="append",
+        nargs="+",
+        default=[],
+        metavar=("NAME[=VALUE]", "VALUE"),
+        help="a notebook parameter or a config key (seed, train.lr): name=value or NAME VALUE",
+    )
     return p
 
 
@@ -382,14 +405,21 @@ class CellProgress:
 
     def on_notebook_start(self, notebook: Any, **_: Any) -> None:
         """Number the code cells that will run (nbclient skips empty ones), counting Papermill's parameters."""
-        runs = [i for i, c in enumerate(notebook.cells) if c.cell_type == "code" and c.source.strip()
-                and "skip-execution" not in c.metadata.get("tags", [])]  # fmt: skip
+        runs = [
+            i
+            for i, c in enumerate(notebook.cells)
+            if c.cell_type == "code"
+            and c.source.strip()
+            and "skip-execution" not in c.metadata.get("tags", [])
+        ]
         self.order = {i: k for k, i in enumerate(runs, 1)}
 
     def on_cell_execute(self, cell: Any, cell_index: int, **_: Any) -> None:
         k = self.order.get(cell_index, "?")
-        print(f"[{self.label}] {self.name} cell {k}/{len(self.order)} · {time.time() - self.t0:.0f} s elapsed",
-              flush=True)  # fmt: skip
+        print(
+            f"[{self.label}] {self.name} cell {k}/{len(self.order)} · {time.time() - self.t0:.0f} s elapsed",
+            flush=True,
+        )
 
 
 class SharedKernel:
@@ -445,8 +475,13 @@ class SharedKernel:
             if not run_sync(self.km.is_alive)():
                 raise RunError("the shared kernel's process has exited")
             kc.wait_for_ready(timeout=self.READY_TIMEOUT)
-            reply = kc.execute_interactive(code, timeout=self.READY_TIMEOUT, store_history=False,
-                                           allow_stdin=False, output_hook=lambda msg: None)  # fmt: skip
+            reply = kc.execute_interactive(
+                code,
+                timeout=self.READY_TIMEOUT,
+                store_history=False,
+                allow_stdin=False,
+                output_hook=lambda msg: None,
+            )
         finally:
             kc.stop_channels()
         if reply["content"]["status"] != "ok":
@@ -474,8 +509,16 @@ def copies(out_dir: Path, path: Path) -> tuple[Path, Path, Path]:
     return out_dir / path.name, out_dir / f"{stem}.running.ipynb", out_dir / f"{stem}.failed.ipynb"
 
 
-def run_notebook(path: Path, profile: str, params: dict, timeout: int, out_dir: Path, label: str | None = None,
-                 t0: float | None = None, kernel: SharedKernel | None = None) -> Path:  # fmt: skip
+def run_notebook(
+    path: Path,
+    profile: str,
+    params: dict,
+    timeout: int,
+    out_dir: Path,
+    label: str | None = None,
+    t0: float | None = None,
+    kernel: SharedKernel | None = None,
+) -> Path:
     """Execute one notebook into a temporary copy beside the executed one and rename it into place only if it
     passed; a failed copy becomes `NN_name.failed.ipynb` and the good copy stays. Returns the executed copy. The
     notebook runs in a kernel of its own, or in `kernel` (`--one-kernel`), made ready for it first."""
@@ -510,8 +553,10 @@ def run_notebook(path: Path, profile: str, params: dict, timeout: int, out_dir: 
             failed.unlink(missing_ok=True)
         kept = f"; the last good copy {out.name} is kept" if out.exists() else ""
         if isinstance(e, PapermillExecutionError):
-            raise RunError(f"{path.name} failed in cell {e.exec_count} ({e.ename}: {e.evalue}); "
-                           f"the executed copy with the traceback is {failed}{kept}") from e  # fmt: skip
+            raise RunError(
+                f"{path.name} failed in cell {e.exec_count} ({e.ename}: {e.evalue}); "
+                f"the executed copy with the traceback is {failed}{kept}"
+            ) from e
         if isinstance(e, Exception):
             where = f"; what ran is in {failed}" if failed.exists() else ""
             raise RunError(f"{path.name} failed ({type(e).__name__}: {e}){where}{kept}") from e
@@ -587,8 +632,10 @@ def differs_from_committed(results_name: str, stems: list[str], rev: str = "HEAD
             {stem: json.loads((folder / "metrics.json").read_text())}, {stem: reference}
         )
         if diffs:
-            out.append(f"{stem}: {len(diffs)} of {n} numbers differ from the committed run of the same recipe "
-                       f"({rel} at {rev}), e.g. {diffs[0]}; `make verify` lists them")  # fmt: skip
+            out.append(
+                f"{stem}: {len(diffs)} of {n} numbers differ from the committed run of the same recipe "
+                f"({rel} at {rev}), e.g. {diffs[0]}; `make verify` lists them"
+            )
     return out
 
 
@@ -618,9 +665,16 @@ def _run_series(
         try:
             out = run_notebook(path, profile, params, cfg.run.cell_timeout, out_dir, label, t0, kernel)
         except RunError as e:
-            log.append({"notebook": path.name, "seconds": round(time.time() - t0, 1), "ok": False, "error": str(e),
-                        "failed_copy": failed.name if failed.exists() else None,
-                        "kept_copy": final.name if final.exists() else None})  # fmt: skip
+            log.append(
+                {
+                    "notebook": path.name,
+                    "seconds": round(time.time() - t0, 1),
+                    "ok": False,
+                    "error": str(e),
+                    "failed_copy": failed.name if failed.exists() else None,
+                    "kept_copy": final.name if final.exists() else None,
+                }
+            )
             print(f"error: [{label}] {e}", file=sys.stderr, flush=True)
             ok = False
             break
@@ -629,8 +683,11 @@ def _run_series(
         )
         print(f"[{label}] {path.name} done in {time.time() - t0:.0f} s -> {out}", flush=True)
     total = sum(r["seconds"] for r in log)
-    write_atomic(out_dir / "run.json", json.dumps({"series": label, "notebooks": log,
-                                                   "seconds": round(total, 1), "ok": ok}, indent=2) + "\n")  # fmt: skip
+    write_atomic(
+        out_dir / "run.json",
+        json.dumps({"series": label, "notebooks": log, "seconds": round(total, 1), "ok": ok}, indent=2)
+        + "\n",
+    )
     print(f"[{label}] {'done' if ok else 'FAILED'} in {total:.0f} s", flush=True)
     passed = [Path(r["notebook"]).stem for r in log if r["ok"]]
     for line in differs_from_committed(label, passed):
@@ -674,8 +731,11 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     failed = execute(plan)
     if len(plan.series) > 1:
-        print(f"series: {len(plan.series) - len(failed)} of {len(plan.series)} passed" + (f"; failed: "
-              f"{', '.join(failed)}" if failed else ""), flush=True)  # fmt: skip
+        print(
+            f"series: {len(plan.series) - len(failed)} of {len(plan.series)} passed"
+            + (f"; failed: {', '.join(failed)}" if failed else ""),
+            flush=True,
+        )
     return 1 if failed else 0
 
 

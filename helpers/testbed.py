@@ -72,12 +72,16 @@ def describe(cfg: Config, train: list[Task], test: list[Task]) -> str:
     ]
     if is_testbed(cfg):
         c = cfg.env.frozenlake
-        lines.append(f"maps of size {c.size}x{c.size}, {c.hole_p:.0%} holes, slippery={c.is_slippery} "
-                     f"(success_rate {c.success_rate:g}), T_max = {c.t_max}")  # fmt: skip
+        lines.append(
+            f"maps of size {c.size}x{c.size}, {c.hole_p:.0%} holes, slippery={c.is_slippery} "
+            f"(success_rate {c.success_rate:g}), T_max = {c.t_max}"
+        )
         # issue 26's selection (frozenlake.budget_gaps); on in the cpu profile
         if c.select_min_gap > 0:
-            lines.append(f"maps kept only if their budget-awareness gap averages at least {c.select_min_gap:g} points "
-                         "over 25 / 50 / 75 % of T_max (env.frozenlake.select_min_gap), in both splits")  # fmt: skip
+            lines.append(
+                f"maps kept only if their budget-awareness gap averages at least {c.select_min_gap:g} points "
+                "over 25 / 50 / 75 % of T_max (env.frozenlake.select_min_gap), in both splits"
+            )
     return "\n".join(lines)
 
 
@@ -107,8 +111,10 @@ def optimal_episode(cfg: Config, test: list[Task]) -> str:
     transcript, result = play(
         fl.FrozenLakeEnv(), test[0], t_max, fl.scripted_player(0.0, cfg.seed), seed=cfg.seed
     )
-    return (f"Budget statement: {budget.statement(t_max, t_max)}\n{format_transcript(transcript)}\n"
-            f"success: {result.success}")  # fmt: skip
+    return (
+        f"Budget statement: {budget.statement(t_max, t_max)}\n{format_transcript(transcript)}\n"
+        f"success: {result.success}"
+    )
 
 
 def demonstrator_episode(cfg: Config, test: list[Task]) -> str:
@@ -173,9 +179,16 @@ def curve(cfg: Config, test: list[Task], out: store.Run) -> pd.DataFrame | None:
             "base": policy,
             "base_last_turn": LastTurnContext(policy, ChatFormat(policy.tokenizer), name="base_last_turn"),
         }
-        df = evaluate.evaluate_grid(agents, "frozenlake", test, sorted(fractions), cfg.eval.n_samples,
-                                    Sampling.from_config(cfg.sampling), seed=cfg.seed + 1000,
-                                    records=out.records("base_records"))  # fmt: skip
+        df = evaluate.evaluate_grid(
+            agents,
+            "frozenlake",
+            test,
+            sorted(fractions),
+            cfg.eval.n_samples,
+            Sampling.from_config(cfg.sampling),
+            seed=cfg.seed + 1000,
+            records=out.records("base_records"),
+        )
     base_at = evaluate.budget_table(df, cfg.eval.n_bootstrap, cfg.eval.ci, cfg.seed).pivot(
         index="budget", columns="model"
     )
@@ -185,8 +198,13 @@ def curve(cfg: Config, test: list[Task], out: store.Run) -> pd.DataFrame | None:
         raise AssertionError(
             "headroom.table's demonstrator is not the base's (base_model.demonstrator_success)"
         )
-    c = pd.DataFrame({"T": Ts, "fraction": [T / t_max for T in Ts],
-                      "upper_bound": list(fl.upper_bound_curve(test, Ts).values())})  # fmt: skip
+    c = pd.DataFrame(
+        {
+            "T": Ts,
+            "fraction": [T / t_max for T in Ts],
+            "upper_bound": list(fl.upper_bound_curve(test, Ts).values()),
+        }
+    )
     c = c.join(h[[*HEADROOM_COLUMNS]].reset_index(drop=True))
     for col, (stat, model) in {
         "base": ("success", "base"),
@@ -257,8 +275,17 @@ def mix_gap_per_map(test: list[Task]) -> dict:
 
 
 # the columns of `headroom.table` the testbed keeps (the blind policy tuned to each budget itself stays there)
-HEADROOM_COLUMNS = ("greedy_habit", "blind_t_max", "blind_mix", "demonstrator", "noise_points", "habit_points",
-                    "budget_awareness_points", "budget_awareness_vs_mix_points", "solvable_maps")  # fmt: skip
+HEADROOM_COLUMNS = (
+    "greedy_habit",
+    "blind_t_max",
+    "blind_mix",
+    "demonstrator",
+    "noise_points",
+    "habit_points",
+    "budget_awareness_points",
+    "budget_awareness_vs_mix_points",
+    "solvable_maps",
+)
 
 
 def _number(column: str, value) -> int | float:
@@ -415,8 +442,12 @@ def oracle_line(m: dict) -> str:
     o = m.get("step_oracle")
     if not o:
         return ""
-    return (f"- **Step oracle on {m.get('env', o.get('env'))}:** " + ("yes: " if o["step_oracle"] else "none: ")
-            + o["oracle_note"] + ".")  # fmt: skip
+    return (
+        f"- **Step oracle on {m.get('env', o.get('env'))}:** "
+        + ("yes: " if o["step_oracle"] else "none: ")
+        + o["oracle_note"]
+        + "."
+    )
 
 
 def _series_findings(m: dict) -> list[str]:
@@ -430,13 +461,19 @@ def _series_findings(m: dict) -> list[str]:
         + (f"{lo}." if lo == hi else f"{lo} to {hi} (each task its own)."),
         oracle_line(m),
         f"- **Reference answer** on {s['task_id']}: "
-        + ("the data source has none." if ref is None else
-           f"{'succeeds' if ref else 'does NOT succeed'} in {s['reference_turns']} turns"
-           + (f"; step quality per turn {fmt.joined(quality)}." if any(q is not None for q in quality)
-              else "; no step quality (no oracle)."))
+        + (
+            "the data source has none."
+            if ref is None
+            else f"{'succeeds' if ref else 'does NOT succeed'} in {s['reference_turns']} turns"
+            + (
+                f"; step quality per turn {fmt.joined(quality)}."
+                if any(q is not None for q in quality)
+                else "; no step quality (no oracle)."
+            )
+        )
         + f" **Base** at T_max = {s['t_max']}: {'succeeds' if s['base_success'] else 'fails'} in "
         f"{s['base_turns']} turns, {s['base_invalid_turns']} of them invalid.",
-    ]  # fmt: skip
+    ]
     return [line for line in lines if line]
 
 

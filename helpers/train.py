@@ -60,10 +60,29 @@ from helpers.rl_runs import (
 from helpers.rollout import Trajectory, rollout, summarize
 
 # The loop's public names; those defined beside it are kept here, where notebooks and exercises call them.
-__all__ = ["BUDGET_MODES", "PROCESS_KEYS", "RUN_LAYOUT_KEYS", "ppo_update", "probe_pool", "probe_pool_path",
-           "read_metrics", "rl_dir", "rl_recipe", "rl_reward", "rl_train", "run_seed", "snapshot_dir",
-           "step_budgets", "task_budgets", "token_advantages", "train_many", "train_recipe", "train_runs",
-           "trained_model", "training_dynamics"]  # fmt: skip
+__all__ = [
+    "BUDGET_MODES",
+    "PROCESS_KEYS",
+    "RUN_LAYOUT_KEYS",
+    "ppo_update",
+    "probe_pool",
+    "probe_pool_path",
+    "read_metrics",
+    "rl_dir",
+    "rl_recipe",
+    "rl_reward",
+    "rl_train",
+    "run_seed",
+    "snapshot_dir",
+    "step_budgets",
+    "task_budgets",
+    "token_advantages",
+    "train_many",
+    "train_recipe",
+    "train_runs",
+    "trained_model",
+    "training_dynamics",
+]
 
 
 def rl_train(cfg: Config, mode: str = "full", seed: int | None = None, max_steps: int | None = None) -> Path:
@@ -107,8 +126,9 @@ def _train(cfg: Config, mode: str, seed: int | None, max_steps: int | None, out:
     rs = run_seed(cfg, seed)
     final = out / "final"
     out.mkdir(parents=True, exist_ok=True)
-    store.write_atomic(out / "recipe.json", json.dumps(rl_recipe(cfg, mode, seed), indent=2, sort_keys=True,
-                                                       default=str))  # fmt: skip
+    store.write_atomic(
+        out / "recipe.json", json.dumps(rl_recipe(cfg, mode, seed), indent=2, sort_keys=True, default=str)
+    )
 
     device = models.resolve_device(cfg.model.device)
     base = base_model.path_of(cfg)
@@ -148,8 +168,16 @@ def _train(cfg: Config, mode: str, seed: int | None, max_steps: int | None, out:
             tasks = [train_tasks[i] for i in idx]
             budgets = task_budgets(mode, [t.t_max for t in tasks], rng)
             t0 = time.time()
-            trajs = rollout(policy, cfg.env.name, tasks, budgets, c.group_size, sampling, seed=rs * 100_003 + step,
-                            step_quality=False)  # fmt: skip
+            trajs = rollout(
+                policy,
+                cfg.env.name,
+                tasks,
+                budgets,
+                c.group_size,
+                sampling,
+                seed=rs * 100_003 + step,
+                step_quality=False,
+            )
             policy.reset_cache()
             t1 = time.time()
             before_update(policy)  # vllm: sleep while the trainer steps
@@ -215,13 +243,17 @@ def step_stats(
     budgets, the update's statistics, and the throughput (rollout from t0 to t1, update from t1 to t2)."""
     summary = summarize(trajs)
     return {
-        "reward": float(np.mean([rl_reward(t) for t in trajs])), "success": summary["success"],
-        "mean_turns": summary["mean_turns"], "invalid_rate": summary["invalid_rate"],
-        "budget_mean": float(np.mean(budgets)), **upd,
+        "reward": float(np.mean([rl_reward(t) for t in trajs])),
+        "success": summary["success"],
+        "mean_turns": summary["mean_turns"],
+        "invalid_rate": summary["invalid_rate"],
+        "budget_mean": float(np.mean(budgets)),
+        **upd,
         "rollout_tokens_per_s": summary["generated_tokens"] / max(t1 - t0, 1e-9),
         "tokens_per_s": sum(len(t.token_ids) for t in trajs) / max(t2 - t0, 1e-9),
-        "rollout_s": t1 - t0, "update_s": t2 - t1,
-    }  # fmt: skip
+        "rollout_s": t1 - t0,
+        "update_s": t2 - t1,
+    }
 
 
 def timed(watch: Monitor, policy: Policy) -> dict:
@@ -288,8 +320,16 @@ class Monitor:
 
     def __call__(self, policy: Policy) -> dict:
         c, rs, monitor = self.cfg.train, self.rs, self.tasks
-        trajs = rollout(policy, self.cfg.env.name, monitor, [t.t_max for t in monitor], c.group_size, self.sampling,
-                        seed=rs * 7_919 + 29, step_quality=True)  # fmt: skip
+        trajs = rollout(
+            policy,
+            self.cfg.env.name,
+            monitor,
+            [t.t_max for t in monitor],
+            c.group_size,
+            self.sampling,
+            seed=rs * 7_919 + 29,
+            step_quality=True,
+        )
         success: dict[str, list[float]] = {t.task_id: [] for t in monitor}
         quality: dict[str, list[float]] = {t.task_id: [] for t in monitor}
         for tr in trajs:
@@ -349,8 +389,11 @@ def training_dynamics(
     and last evaluation. Mean over seeds: the change with an interval that resamples seeds and maps (or pool
     states; `helpers.metrics.crossed_bootstrap`), so it covers training variance as well as the finite set.
     """
-    names = {"R_multi": "eval_success_by_task", "R_single": "r_single_own_by_task",
-             "R_single_pool": "r_single_by_state"}  # fmt: skip
+    names = {
+        "R_multi": "eval_success_by_task",
+        "R_single": "r_single_own_by_task",
+        "R_single_pool": "r_single_by_state",
+    }
     out: dict = {"per_seed": {}, "n_seeds": len(runs)}
     for metric, col in names.items():
         if any(all(r.get(col) is None for r in rows) for rows in runs.values()):
@@ -365,6 +408,11 @@ def training_dynamics(
             out["per_seed"].setdefault(str(rs), {})[f"{metric}_change"] = float(np.nanmean(b) - np.nanmean(a))
         start, end = np.vstack(first), np.vstack(last)
         change = crossed_bootstrap({"d": end - start}, lambda m: m["d"], n_boot, ci, seed)
-        out[metric] = {"start": float(np.nanmean(start)), "end": float(np.nanmean(end)), "change": change[0],
-                       "change_ci": [change[1], change[2]], "n_units": start.shape[1]}  # fmt: skip
+        out[metric] = {
+            "start": float(np.nanmean(start)),
+            "end": float(np.nanmean(end)),
+            "change": change[0],
+            "change_ci": [change[1], change[2]],
+            "n_units": start.shape[1],
+        }
     return out

@@ -129,8 +129,18 @@ class KitRollout:
                 idx = [i for i, (_, n) in enumerate(groups) if n == size]
                 tasks = [self.tasks[groups[i][0]] for i in idx]
                 budgets = [group_budget(self.mode, t, self.cfg.seed, step) for t in tasks]
-                trajs = rollout(policy, self.cfg.env.name, tasks, budgets, size, sampling, seed=call_seed,
-                                step_quality=False, chat=self.chat, model_name=self.mode)  # fmt: skip
+                trajs = rollout(
+                    policy,
+                    self.cfg.env.name,
+                    tasks,
+                    budgets,
+                    size,
+                    sampling,
+                    seed=call_seed,
+                    step_quality=False,
+                    chat=self.chat,
+                    model_name=self.mode,
+                )
                 for k, i in enumerate(idx):
                     trajs_by_group[i] = trajs[k * size : (k + 1) * size]
         self.last = [t for g in trajs_by_group for t in g]
@@ -160,8 +170,14 @@ class KitRollout:
             if gen.enable_sleep_mode:
                 gen.llm.wake_up(tags=["kv_cache"])
             try:
-                yield VLLMPolicy(gen.llm, self.tokenizer, name=self.mode, chat_kwargs=self.chat.kw, owns_llm=False,
-                                 max_context=trainer.args.vllm_max_model_length)  # fmt: skip
+                yield VLLMPolicy(
+                    gen.llm,
+                    self.tokenizer,
+                    name=self.mode,
+                    chat_kwargs=self.chat.kw,
+                    owns_llm=False,
+                    max_context=trainer.args.vllm_max_model_length,
+                )
             finally:
                 if gen.enable_sleep_mode:
                     gen.llm.sleep(level=2)
@@ -171,10 +187,11 @@ class KitRollout:
 
         was_training = trainer.model.training
         with unwrap_model_for_generation(
-            trainer.model_wrapped, trainer.accelerator,
+            trainer.model_wrapped,
+            trainer.accelerator,
             gather_deepspeed3_params=trainer.args.ds3_gather_for_generation,
             gradient_checkpointing_kwargs=trainer.args.gradient_checkpointing_kwargs,
-        ) as model:  # fmt: skip
+        ) as model:
             # puts the model in eval mode; computes in the trainer's mixed precision, as its loss does
             policy = hf_policy(model, self.tokenizer, compute_dtype(trainer.args), name=self.mode)
             policy.chat_kwargs = self.chat.kw
@@ -266,18 +283,32 @@ def trl_dir(cfg: Config, mode: str, use_vllm: bool = False, world: int | None = 
     """Where a TRL run of this profile, mode, rollout engine and number of processes keeps its checkpoints, logs and
     final model (runs of 1 and 2 processes take different batches per process, so they never resume each other)."""
     world = world_size() if world is None else world
-    recipe = {"trainer": "trl", "rollouts": "vllm" if use_vllm else "hf", "base": base_model.identity(cfg), "mode": mode,
-              "train": {k: v for k, v in dataclasses.asdict(cfg.train).items() if k not in NEW_TRAIN_KEYS},
-              "sampling": dataclasses.asdict(cfg.sampling), "env": cfg.env.name, "env_settings": settings(cfg),
-              "seed": cfg.seed}  # fmt: skip
+    recipe = {
+        "trainer": "trl",
+        "rollouts": "vllm" if use_vllm else "hf",
+        "base": base_model.identity(cfg),
+        "mode": mode,
+        "train": {k: v for k, v in dataclasses.asdict(cfg.train).items() if k not in NEW_TRAIN_KEYS},
+        "sampling": dataclasses.asdict(cfg.sampling),
+        "env": cfg.env.name,
+        "env_settings": settings(cfg),
+        "seed": cfg.seed,
+    }
     if world != 1:  # a one-process run keeps the folder it had before the world size was recorded
         recipe["world_size"] = world
     return recipe_dir(cfg, f"trl-{mode}", recipe)
 
 
-def build_trainer(cfg: Config, mode: str = "full", max_steps: int | None = None, output_dir: str | Path | None = None,
-                  use_vllm: bool | None = None, gradient_checkpointing: bool = False, vllm_sleep_mode: bool = False,
-                  **overrides):  # fmt: skip
+def build_trainer(
+    cfg: Config,
+    mode: str = "full",
+    max_steps: int | None = None,
+    output_dir: str | Path | None = None,
+    use_vllm: bool | None = None,
+    gradient_checkpointing: bool = False,
+    vllm_sleep_mode: bool = False,
+    **overrides,
+):
     """A `trl.GRPOTrainer` that trains the profile's base with the kit's rollouts (see the module docstring).
 
     `max_steps` counts rollout batches (default `train.steps`); `use_vllm` defaults to `model.backend == "vllm"`;
@@ -286,8 +317,10 @@ def build_trainer(cfg: Config, mode: str = "full", max_steps: int | None = None,
     `overrides` go to `GRPOConfig` last (for experiments; they can break the correspondence with the kit's loop).
     """
     if cfg.train.algorithm != "grpo":
-        raise ValueError(f"the TRL path trains GRPO only (TRL has no PPO or GiGPO); train.algorithm is "
-                         f"{cfg.train.algorithm!r}: use helpers.train.rl_train")  # fmt: skip
+        raise ValueError(
+            f"the TRL path trains GRPO only (TRL has no PPO or GiGPO); train.algorithm is "
+            f"{cfg.train.algorithm!r}: use helpers.train.rl_train"
+        )
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
@@ -307,25 +340,48 @@ def build_trainer(cfg: Config, mode: str = "full", max_steps: int | None = None,
     tokenizer = _tokenizer(path)
 
     kw = dict(
-        output_dir=str(out), seed=cfg.seed, max_steps=steps * geo.updates_per_rollout,
+        output_dir=str(out),
+        seed=cfg.seed,
+        max_steps=steps * geo.updates_per_rollout,
         per_device_train_batch_size=geo.per_device_train_batch_size,
         gradient_accumulation_steps=geo.gradient_accumulation_steps,
-        steps_per_generation=geo.steps_per_generation, num_generations=c.group_size,
-        learning_rate=c.lr, weight_decay=c.weight_decay, lr_scheduler_type="constant", warmup_steps=0,
-        max_grad_norm=c.max_grad_norm, num_iterations=c.ppo_epochs, epsilon=c.clip_ratio,
-        beta=c.kl_coef, use_bias_correction_kl=False, loss_type="dapo",
+        steps_per_generation=geo.steps_per_generation,
+        num_generations=c.group_size,
+        learning_rate=c.lr,
+        weight_decay=c.weight_decay,
+        lr_scheduler_type="constant",
+        warmup_steps=0,
+        max_grad_norm=c.max_grad_norm,
+        num_iterations=c.ppo_epochs,
+        epsilon=c.clip_ratio,
+        beta=c.kl_coef,
+        use_bias_correction_kl=False,
+        loss_type="dapo",
         scale_rewards="group" if c.norm_by_std else "none",
-        temperature=cfg.sampling.temperature, top_p=cfg.sampling.top_p,
+        temperature=cfg.sampling.temperature,
+        top_p=cfg.sampling.top_p,
         max_completion_length=cfg.sampling.max_new_tokens * _t_max(tasks),
-        model_init_kwargs={"dtype": "float32"}, bf16=cfg.model.dtype == "bfloat16",
-        fp16=cfg.model.dtype == "float16", use_cpu=device == "cpu", gradient_checkpointing=gradient_checkpointing,
-        logging_steps=1, save_strategy="steps", save_steps=max(1, c.checkpoint_every * geo.updates_per_rollout),
-        save_total_limit=2, report_to="none", disable_tqdm=True, shuffle_dataset=True,
-        use_vllm=use_vllm, vllm_mode="colocate", vllm_gpu_memory_utilization=cfg.model.gpu_memory_utilization,
-        vllm_max_model_length=cfg.model.max_model_len, vllm_tensor_parallel_size=1,
+        model_init_kwargs={"dtype": "float32"},
+        bf16=cfg.model.dtype == "bfloat16",
+        fp16=cfg.model.dtype == "float16",
+        use_cpu=device == "cpu",
+        gradient_checkpointing=gradient_checkpointing,
+        logging_steps=1,
+        save_strategy="steps",
+        save_steps=max(1, c.checkpoint_every * geo.updates_per_rollout),
+        save_total_limit=2,
+        report_to="none",
+        disable_tqdm=True,
+        shuffle_dataset=True,
+        use_vllm=use_vllm,
+        vllm_mode="colocate",
+        vllm_gpu_memory_utilization=cfg.model.gpu_memory_utilization,
+        vllm_max_model_length=cfg.model.max_model_len,
+        vllm_tensor_parallel_size=1,
         vllm_enable_sleep_mode=bool(vllm_sleep_mode and use_vllm),
-        vllm_importance_sampling_correction=False, chat_template_kwargs=models.chat_kwargs(tokenizer) or None,
-    )  # fmt: skip
+        vllm_importance_sampling_correction=False,
+        chat_template_kwargs=models.chat_kwargs(tokenizer) or None,
+    )
     if c.kl_kind != "low_var_kl":
         raise ValueError(
             f"TRL's KL is the k3 (low_var_kl) estimator; train.kl_kind={c.kl_kind!r} is not available"
@@ -336,14 +392,22 @@ def build_trainer(cfg: Config, mode: str = "full", max_steps: int | None = None,
             "the kit's rollout drives one vLLM engine per process; vllm_tensor_parallel_size must be 1"
         )
     if kw["use_vllm"] is False and not kw.get("ds3_gather_for_generation", True):
-        raise ValueError("rollouts on the trainer's model need ds3_gather_for_generation=True (ranks run different "
-                         "numbers of forward passes, which per-layer ZeRO-3 gathers cannot)")  # fmt: skip
+        raise ValueError(
+            "rollouts on the trainer's model need ds3_gather_for_generation=True (ranks run different "
+            "numbers of forward passes, which per-layer ZeRO-3 gathers cannot)"
+        )
     args = GRPOConfig(**kw)
     rollout_fn = KitRollout(cfg, mode, tasks, tokenizer, models.chat_kwargs(tokenizer))
     dataset = Dataset.from_dict({"prompt": [t.task_id for t in tasks]})
     with trl_llm_defaults(llm_defaults() if args.use_vllm else {}):  # KIT_VLLM_ENFORCE_EAGER=1: enforce_eager
-        trainer = GRPOTrainer(model=str(path), reward_funcs=env_reward, args=args, train_dataset=dataset,
-                              processing_class=tokenizer, rollout_func=rollout_fn)  # fmt: skip
+        trainer = GRPOTrainer(
+            model=str(path),
+            reward_funcs=env_reward,
+            args=args,
+            train_dataset=dataset,
+            processing_class=tokenizer,
+            rollout_func=rollout_fn,
+        )
     trainer.kit_rollout = rollout_fn
     trainer.add_callback(RolloutCounter(rollout_fn))
     return trainer
@@ -418,20 +482,46 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profile", default="gpu")
     ap.add_argument("--mode", default="full", choices=BUDGET_MODES)
     ap.add_argument("--max-steps", type=int, default=None, help="rollout batches (default: train.steps)")
-    ap.add_argument("--vllm", dest="use_vllm", action=argparse.BooleanOptionalAction, default=None,
-                    help="roll out with TRL's colocated vLLM (default: model.backend == vllm)")  # fmt: skip
-    ap.add_argument("--gradient-checkpointing", action="store_true",
-                    help="recompute activations in the backward pass (long multi-turn series)")  # fmt: skip
-    ap.add_argument("--vllm-sleep-mode", action="store_true",
-                    help="TRL's colocated vLLM engine sleeps during optimiser steps (frees its GPU memory)")  # fmt: skip
-    ap.add_argument("--publish", action="store_true",
-                    help="also put the final model where notebooks 03-06 look for the mode's model")  # fmt: skip
-    ap.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
-                    help="profile override, e.g. --set model.name_or_path=Qwen/Qwen3-8B")  # fmt: skip
+    ap.add_argument(
+        "--vllm",
+        dest="use_vllm",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="roll out with TRL's colocated vLLM (default: model.backend == vllm)",
+    )
+    ap.add_argument(
+        "--gradient-checkpointing",
+        action="store_true",
+        help="recompute activations in the backward pass (long multi-turn series)",
+    )
+    ap.add_argument(
+        "--vllm-sleep-mode",
+        action="store_true",
+        help="TRL's colocated vLLM engine sleeps during optimiser steps (frees its GPU memory)",
+    )
+    ap.add_argument(
+        "--publish",
+        action="store_true",
+        help="also put the final model where notebooks 03-06 look for the mode's model",
+    )
+    ap.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="SECTION.KEY=VALUE",
+        help="profile override, e.g. --set model.name_or_path=Qwen/Qwen3-8B",
+    )
     args = ap.parse_args(argv)
     cfg = config_lib.load(args.profile, **parse_overrides(args.set))
-    final = train(cfg, args.mode, max_steps=args.max_steps, publish=args.publish, use_vllm=args.use_vllm,
-                  gradient_checkpointing=args.gradient_checkpointing, vllm_sleep_mode=args.vllm_sleep_mode)  # fmt: skip
+    final = train(
+        cfg,
+        args.mode,
+        max_steps=args.max_steps,
+        publish=args.publish,
+        use_vllm=args.use_vllm,
+        gradient_checkpointing=args.gradient_checkpointing,
+        vllm_sleep_mode=args.vllm_sleep_mode,
+    )
     print(f"final model: {final}")
     return 0
 

@@ -59,8 +59,22 @@ def resolve(reqs: list[str], constraints: Path, target: list[str]) -> dict[str, 
     """What pip installs for `reqs` in an empty environment of the target: {canonical name: version}."""
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "report.json"
-        cmd = [sys.executable, "-m", "pip", "--disable-pip-version-check", "install", "--dry-run", "--quiet",
-               "--ignore-installed", "--report", str(report), "-c", str(constraints), *target, *reqs]  # fmt: skip
+        cmd = [
+            sys.executable,
+            "-m",
+            "pip",
+            "--disable-pip-version-check",
+            "install",
+            "--dry-run",
+            "--quiet",
+            "--ignore-installed",
+            "--report",
+            str(report),
+            "-c",
+            str(constraints),
+            *target,
+            *reqs,
+        ]
         out = subprocess.run(cmd, capture_output=True, text=True)
         if out.returncode != 0:
             raise SystemExit(
@@ -85,10 +99,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=REPO / "build" / "gpu-wheelhouse")
     ap.add_argument("--python-version", default="3.11", help="the GPU box's Python (default %(default)s)")
     ap.add_argument("--arch", choices=sorted(ARCHES), default="x86_64")
-    ap.add_argument("--platform", action="append", default=None,
-                    help="pip platform tags instead of --arch's manylinux set (repeatable)")  # fmt: skip
-    ap.add_argument("--box", nargs="*", default=None, metavar="NAME==VERSION",
-                    help="the box's torch if not requirements-gpu.txt's pin, e.g. torch==2.13.0")  # fmt: skip
+    ap.add_argument(
+        "--platform",
+        action="append",
+        default=None,
+        help="pip platform tags instead of --arch's manylinux set (repeatable)",
+    )
+    ap.add_argument(
+        "--box",
+        nargs="*",
+        default=None,
+        metavar="NAME==VERSION",
+        help="the box's torch if not requirements-gpu.txt's pin, e.g. torch==2.13.0",
+    )
     ap.add_argument("--max-mib", type=float, default=128.0)
     args = ap.parse_args(argv)
 
@@ -120,8 +143,19 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     for old in [*out.glob("*.whl"), out / "wheelhouse.json"]:
         old.unlink(missing_ok=True)
-    cmd = [sys.executable, "-m", "pip", "--disable-pip-version-check", "download", "--quiet", "--no-deps",
-           "-d", str(out), *target, *(f"{n}=={v}" for n, v in wanted.items())]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "--disable-pip-version-check",
+        "download",
+        "--quiet",
+        "--no-deps",
+        "-d",
+        str(out),
+        *target,
+        *(f"{n}=={v}" for n, v in wanted.items()),
+    ]
     dl = subprocess.run(cmd, capture_output=True, text=True)
     if dl.returncode != 0:
         raise SystemExit(f"build_gpu_wheelhouse: pip download failed:\n{dl.stderr[-3000:]}")

@@ -63,14 +63,23 @@ def rl_loop(args) -> dict:
     from helpers import base_model, config, train
 
     extra = VLLM_SETTINGS if args.backend == "vllm" else {}
-    cfg = config.load("smoke", model__device=args.device, model__backend=args.backend, model__dtype=args.dtype,
-                      train__lr=args.lr, **extra)  # fmt: skip
+    cfg = config.load(
+        "smoke",
+        model__device=args.device,
+        model__backend=args.backend,
+        model__dtype=args.dtype,
+        train__lr=args.lr,
+        **extra,
+    )
     mode = "full" if args.backend == "vllm" else "budgetmix"
     final = train.rl_train(cfg, mode)
     last = train.read_metrics(cfg, mode)[-1]
     keys = ("step", "success", "kl", "grad_norm", "rollout_tokens_per_s", "rollout_s", "update_s")
-    return {"final": str(final), **{k: last[k] for k in keys if k in last},
-            **weight_change(base_model.path_of(cfg), final)}  # fmt: skip
+    return {
+        "final": str(final),
+        **{k: last[k] for k in keys if k in last},
+        **weight_change(base_model.path_of(cfg), final),
+    }
 
 
 def trl(args) -> dict:
@@ -96,8 +105,13 @@ def trl(args) -> dict:
     final = train_trl.trl_dir(cfg, "budgetmix", args.vllm) / "final"
     history = json.loads((final.parent / "log_history.json").read_text())
     losses = [h["loss"] for h in history if "loss" in h]
-    return {"rc": rc, "final": str(final), "losses": losses, "signal": learning_signal(history),
-            **weight_change(base_model.path_of(cfg), final)}  # fmt: skip
+    return {
+        "rc": rc,
+        "final": str(final),
+        "losses": losses,
+        "signal": learning_signal(history),
+        **weight_change(base_model.path_of(cfg), final),
+    }
 
 
 def learning_signal(history: list[dict]) -> dict:
@@ -105,8 +119,11 @@ def learning_signal(history: list[dict]) -> dict:
     GRPO advantage somewhere), from the trainer's log history."""
     logged = [h for h in history if "frac_reward_zero_std" in h]
     with_signal = [h.get("step") for h in logged if h["frac_reward_zero_std"] < 1.0]
-    return {"logged_steps": len(logged), "steps_with_signal": with_signal,
-            "reward_std": [h.get("reward_std") for h in logged]}  # fmt: skip
+    return {
+        "logged_steps": len(logged),
+        "steps_with_signal": with_signal,
+        "reward_std": [h.get("reward_std") for h in logged],
+    }
 
 
 def outcome(result: dict) -> tuple[str, int]:
@@ -152,8 +169,10 @@ def find_qwen3(model: str | None = None) -> tuple[Path | None, str]:
         try:
             folder = Path(snapshot_download(QWEN3_4B, local_files_only=True))
         except Exception as e:  # LocalEntryNotFoundError and kin: not cached (or an unreadable cache)
-            return None, (f"{QWEN3_4B} is not in the local Hugging Face cache ({constants.HF_HUB_CACHE}; "
-                          f"{type(e).__name__}); `hf download {QWEN3_4B}` on a machine with network")  # fmt: skip
+            return None, (
+                f"{QWEN3_4B} is not in the local Hugging Face cache ({constants.HF_HUB_CACHE}; "
+                f"{type(e).__name__}); `hf download {QWEN3_4B}` on a machine with network"
+            )
     missing = missing_model_files(folder)
     if missing:
         return None, f"{folder} lacks {', '.join(missing)}"
@@ -168,8 +187,11 @@ def _memory(device: str) -> dict:
         return {"peak_allocated_gib": None, "allocated_gib": None, "device_used_gib": None}
     free, total = torch.cuda.mem_get_info()
     gib = 2**30
-    return {"peak_allocated_gib": torch.cuda.max_memory_allocated() / gib,
-            "allocated_gib": torch.cuda.memory_allocated() / gib, "device_used_gib": (total - free) / gib}  # fmt: skip
+    return {
+        "peak_allocated_gib": torch.cuda.max_memory_allocated() / gib,
+        "allocated_gib": torch.cuda.memory_allocated() / gib,
+        "device_used_gib": (total - free) / gib,
+    }
 
 
 def qwen3(args) -> dict:
@@ -192,10 +214,20 @@ def qwen3(args) -> dict:
 
     n = args.tasks * args.group
     extra = VLLM_SETTINGS if args.backend == "vllm" else {}
-    cfg = config.load("gpu", model__name_or_path=str(folder), model__device=args.device, model__backend=args.backend,
-                      model__dtype=args.dtype, train__lr=args.lr, train__tasks_per_step=args.tasks,
-                      train__group_size=args.group, train__minibatch_size=n, train__micro_batch_size=min(2, n),
-                      sampling__max_new_tokens=args.max_new_tokens, **extra)  # fmt: skip
+    cfg = config.load(
+        "gpu",
+        model__name_or_path=str(folder),
+        model__device=args.device,
+        model__backend=args.backend,
+        model__dtype=args.dtype,
+        train__lr=args.lr,
+        train__tasks_per_step=args.tasks,
+        train__group_size=args.group,
+        train__minibatch_size=n,
+        train__micro_batch_size=min(2, n),
+        sampling__max_new_tokens=args.max_new_tokens,
+        **extra,
+    )
     device = models.resolve_device(cfg.model.device)
     cuda = device.startswith("cuda")
     phases: dict[str, dict] = {}
@@ -218,8 +250,16 @@ def qwen3(args) -> dict:
     with rollout_policy_for(cfg, model, tok, name="qwen3") as policy:
         tasks = load_tasks(cfg.env.name, "train", n=args.tasks, seed=cfg.seed, **settings(cfg))
         t0 = time.time()
-        trajs = rollout(policy, cfg.env.name, tasks, cfg.env.frozenlake.t_max, args.group,
-                        Sampling.from_config(cfg.sampling), seed=0, step_quality=False)  # fmt: skip
+        trajs = rollout(
+            policy,
+            cfg.env.name,
+            tasks,
+            cfg.env.frozenlake.t_max,
+            args.group,
+            Sampling.from_config(cfg.sampling),
+            seed=0,
+            step_quality=False,
+        )
         policy.reset_cache()
         phase("rollout", t0)
         t0 = time.time()
@@ -233,15 +273,24 @@ def qwen3(args) -> dict:
     generated = sum(sum(t.gen_mask[t.prompt_len :]) for t in trajs)
     varied = reward_variance(trajs, args.group)
     return {
-        "model": str(folder), "device": device, "device_name": torch.cuda.get_device_name(0) if cuda else None,
-        "backend": cfg.model.backend, "dtype": cfg.model.dtype, "trajectories": len(trajs),
-        "turns": [t.n_turns for t in trajs], "generated_tokens": int(generated),
-        "context_tokens": [len(t.token_ids) for t in trajs], "success": float(np.mean([t.reward for t in trajs])),
+        "model": str(folder),
+        "device": device,
+        "device_name": torch.cuda.get_device_name(0) if cuda else None,
+        "backend": cfg.model.backend,
+        "dtype": cfg.model.dtype,
+        "trajectories": len(trajs),
+        "turns": [t.n_turns for t in trajs],
+        "generated_tokens": int(generated),
+        "context_tokens": [len(t.token_ids) for t in trajs],
+        "success": float(np.mean([t.reward for t in trajs])),
         "update": {k: upd[k] for k in ("pg_loss", "kl", "grad_norm") if k in upd},
-        "reward_variance": varied, "watched_tensors": len(before), "unchanged_watched_tensors": unchanged,
+        "reward_variance": varied,
+        "watched_tensors": len(before),
+        "unchanged_watched_tensors": unchanged,
         "peak_gib": max((p["peak_allocated_gib"] or 0.0) for p in phases.values()) if cuda else None,
-        "phases": phases, "rc": 0,
-    }  # fmt: skip
+        "phases": phases,
+        "rc": 0,
+    }
 
 
 def reward_variance(trajs: list, group: int) -> bool:
@@ -302,20 +351,26 @@ def main(argv: list[str] | None = None) -> int:
         else:
             ph = result["phases"]
             peak = "n/a (not on CUDA)" if result["peak_gib"] is None else f"{result['peak_gib']:.1f} GiB"
-            print(f"qwen3: {result['trajectories']} trajectories, {result['generated_tokens']} generated tokens; "
-                  f"load {ph['load']['seconds']:.0f} s, rollout {ph['rollout']['seconds']:.0f} s, update "
-                  f"{ph['update']['seconds']:.0f} s; peak GPU memory {peak}; outcome {verdict.upper()}")  # fmt: skip
+            print(
+                f"qwen3: {result['trajectories']} trajectories, {result['generated_tokens']} generated tokens; "
+                f"load {ph['load']['seconds']:.0f} s, rollout {ph['rollout']['seconds']:.0f} s, update "
+                f"{ph['update']['seconds']:.0f} s; peak GPU memory {peak}; outcome {verdict.upper()}"
+            )
         return code
     result = rl_loop(args) if args.what == "rl-loop" else trl(args)
     verdict, code = outcome(result)
     result["outcome"] = verdict
     print("RESULT " + json.dumps(result))
-    print(f"{args.what}: weights saved as {'/'.join(result['saved_dtypes'])}, {result['changed_fraction']:.2%} of "
-          f"elements changed, {len(result['unchanged_tensors'])} of {result['tensors']} tensors unchanged")  # fmt: skip
+    print(
+        f"{args.what}: weights saved as {'/'.join(result['saved_dtypes'])}, {result['changed_fraction']:.2%} of "
+        f"elements changed, {len(result['unchanged_tensors'])} of {result['tensors']} tensors unchanged"
+    )
     if "signal" in result:
         sig = result["signal"]
-        print(f"{args.what}: {len(sig['steps_with_signal'])} of {sig['logged_steps']} logged steps had reward "
-              f"variance; outcome {verdict.upper()}")  # fmt: skip
+        print(
+            f"{args.what}: {len(sig['steps_with_signal'])} of {sig['logged_steps']} logged steps had reward "
+            f"variance; outcome {verdict.upper()}"
+        )
     return code
 
 

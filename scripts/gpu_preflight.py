@@ -217,8 +217,15 @@ def survey(packages: list[tuple[str, str, str]]) -> list[dict]:
     rows = []
     for dist, name, need in packages:
         found = find(name)
-        rows.append({"dist": dist, "import": name, "need": need, "found": found,
-                     "version": version_of(dist) if found else None})  # fmt: skip
+        rows.append(
+            {
+                "dist": dist,
+                "import": name,
+                "need": need,
+                "found": found,
+                "version": version_of(dist) if found else None,
+            }
+        )
     return rows
 
 
@@ -273,8 +280,18 @@ def plan_install(
             "".join(f"{n}=={v}\n" for n, v in pins.items() if n not in present and n not in BOX)
         )
         report = Path(tmp) / "report.json"
-        out = pip("install", "--dry-run", "--quiet", "--report", str(report), "-c", str(constraints),
-                  *source_args(wheelhouse), *wanted, site=site)  # fmt: skip
+        out = pip(
+            "install",
+            "--dry-run",
+            "--quiet",
+            "--report",
+            str(report),
+            "-c",
+            str(constraints),
+            *source_args(wheelhouse),
+            *wanted,
+            site=site,
+        )
         if out.returncode != 0:
             return [], (out.stderr or out.stdout).strip()
         items = json.loads(report.read_text())["install"]
@@ -286,8 +303,18 @@ def install(reqs: list[str], site: Path, wheelhouse: Path | None) -> str:
     (`--no-compile`): Python compiles what the steps import when they first import it, and the thousands of modules of
     transformers that no step imports are left alone (the wheelhouse test: 53 -> 45 s)."""
     site.mkdir(parents=True, exist_ok=True)
-    out = pip("install", "--quiet", "--no-deps", "--upgrade", "--no-compile", "--no-warn-script-location", "--target", str(site),
-              *source_args(wheelhouse), *reqs)  # fmt: skip
+    out = pip(
+        "install",
+        "--quiet",
+        "--no-deps",
+        "--upgrade",
+        "--no-compile",
+        "--no-warn-script-location",
+        "--target",
+        str(site),
+        *source_args(wheelhouse),
+        *reqs,
+    )
     return "" if out.returncode == 0 else (out.stderr or out.stdout).strip()
 
 
@@ -331,13 +358,25 @@ def offline_help(missing: list[str]) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="Check (and install) what scripts/gpu_check.sh needs.")
     ap.add_argument("--install", action="store_true", help="install what is missing into --site")
-    ap.add_argument("--site", type=Path, default=Path(os.environ.get("GPU_CHECK_SITE") or default_site()),
-                    help="private install folder put on PYTHONPATH (default: %(default)s)")  # fmt: skip
-    ap.add_argument("--wheelhouse", type=Path, default=os.environ.get("GPU_CHECK_WHEELHOUSE") or None,
-                    help=f"install from this folder of wheels only (default: {DEFAULT_WHEELHOUSE} if it exists, "
-                         "else the package index)")  # fmt: skip
-    ap.add_argument("--vllm", choices=("auto", "require", "skip"), default="auto",
-                    help="auto: check vLLM's imports when vllm is installed; require: fail without it")  # fmt: skip
+    ap.add_argument(
+        "--site",
+        type=Path,
+        default=Path(os.environ.get("GPU_CHECK_SITE") or default_site()),
+        help="private install folder put on PYTHONPATH (default: %(default)s)",
+    )
+    ap.add_argument(
+        "--wheelhouse",
+        type=Path,
+        default=os.environ.get("GPU_CHECK_WHEELHOUSE") or None,
+        help=f"install from this folder of wheels only (default: {DEFAULT_WHEELHOUSE} if it exists, "
+        "else the package index)",
+    )
+    ap.add_argument(
+        "--vllm",
+        choices=("auto", "require", "skip"),
+        default="auto",
+        help="auto: check vLLM's imports when vllm is installed; require: fail without it",
+    )
     ap.add_argument(
         "--why-no-cuda",
         action="store_true",
@@ -358,8 +397,10 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_MISSING
     site = args.site.resolve()
     if site.name != "site-packages":
-        print(f"gpu_preflight: --site must be a folder named site-packages, got {site} (dill, which datasets uses, "
-              "pickles modules imported from any other folder by value, and fails on pyarrow's)")  # fmt: skip
+        print(
+            f"gpu_preflight: --site must be a folder named site-packages, got {site} (dill, which datasets uses, "
+            "pickles modules imported from any other folder by value, and fails on pyarrow's)"
+        )
         return EXIT_MISSING
     for p in (str(site), str(REPO)):  # what an earlier run installed counts as present
         if p not in sys.path:
@@ -377,9 +418,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.vllm == "require" and not has_vllm:
         box_missing.append("vllm")
     if box_missing:
-        print(f"missing from the box: {' '.join(box_missing)}. These are not installed here (CUDA builds that "
-              f"must match the driver): the box must bring them (requirements-gpu.txt pins torch "
-              f"{pins.get('torch')}, vllm {pins.get('vllm')}); everything else comes from the wheelhouse.")  # fmt: skip
+        print(
+            f"missing from the box: {' '.join(box_missing)}. These are not installed here (CUDA builds that "
+            f"must match the driver): the box must bring them (requirements-gpu.txt pins torch "
+            f"{pins.get('torch')}, vllm {pins.get('vllm')}); everything else comes from the wheelhouse."
+        )
         return EXIT_BOX
     if missing:
         print(f"missing: {' '.join(missing)}")
@@ -388,8 +431,10 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_MISSING
         pv = pip_version()
         if pv is None or pv < (22, 2):
-            print(f"gpu_preflight: pip >= 22.2 is needed to install (found: {pv}); install the missing packages "
-                  "by hand")  # fmt: skip
+            print(
+                f"gpu_preflight: pip >= 22.2 is needed to install (found: {pv}); install the missing packages "
+                "by hand"
+            )
             return EXIT_MISSING
         where = f"the wheelhouse {wheelhouse}" if wheelhouse else "the package index"
         reqs, err = plan_install(missing, pins, wheelhouse, site)

@@ -68,9 +68,15 @@ def main(argv: list[str] | None = None) -> int:
         digests = [after]
     if trainer.accelerator.is_main_process:
         signal = [h.get("frac_reward_zero_std") for h in trainer.state.log_history if "loss" in h]
-        result = {"world_size": world, "launcher_world_size": tt.world_size(), "steps": trainer.state.global_step,
-                  "ranks_equal": len(set(digests)) == 1, "moved": after != before, "frac_reward_zero_std": signal,
-                  "digests": digests}  # fmt: skip
+        result = {
+            "world_size": world,
+            "launcher_world_size": tt.world_size(),
+            "steps": trainer.state.global_step,
+            "ranks_equal": len(set(digests)) == 1,
+            "moved": after != before,
+            "frac_reward_zero_std": signal,
+            "digests": digests,
+        }
         print("RESULT " + json.dumps(result), flush=True)
     equal = len(set(digests)) == 1 and world == tt.world_size()
     if dist.is_initialized():

@@ -37,25 +37,37 @@ torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS") or min(2, os.cpu_cou
 
 # files whose every test is slow (they train, build bases, run kernels or sandboxes)
 SLOW_FILES = {
-    "test_notebooks.py", "test_interactive.py", "test_kill.py", "test_slow_machine.py", "test_train.py",
-    "test_process.py", "test_precision.py", "test_evaluate.py", "test_trl.py", "test_gpu.py",
-    "test_scripted.py", "test_budget_probe.py", "test_stats_null.py",
-}  # fmt: skip
+    "test_notebooks.py",
+    "test_interactive.py",
+    "test_kill.py",
+    "test_slow_machine.py",
+    "test_train.py",
+    "test_process.py",
+    "test_precision.py",
+    "test_evaluate.py",
+    "test_trl.py",
+    "test_gpu.py",
+    "test_scripted.py",
+    "test_budget_probe.py",
+    "test_stats_null.py",
+}
 # fixtures that build or run something slow: a test that uses one is slow, wherever it is
 SLOW_FIXTURES = {"smoke_series", "smoke_base", "shared_base", "base_path", "clone_results", "qwen3_dir"}
 SERIES_FIXTURES = {"smoke_series"}
 # single tests that are slow in files that are otherwise fast (measured with --durations): by name, or one case of a
 # parametrized test by its full name
 SLOW_TESTS = {
-    "test_every_humaneval_canonical_solution_passes", "test_verdicts_do_not_move_with_load",
+    "test_every_humaneval_canonical_solution_passes",
+    "test_verdicts_do_not_move_with_load",
     "test_preflight_installs_transformers_and_accelerate_from_a_wheelhouse",  # a venv and a pip install (47 s)
-    "test_the_benchmark_imports_the_kit_from_its_own_folder", "test_a_qwen3_base_is_built_and_played_in_bfloat16",
+    "test_the_benchmark_imports_the_kit_from_its_own_folder",
+    "test_a_qwen3_base_is_built_and_played_in_bfloat16",
     "test_the_qwen3_step_runs_end_to_end_on_a_tiny_qwen3",
     "test_base_model_is_cached_by_recipe",  # builds a base (9 s)
     "test_one_kernel_gives_each_notebook_what_a_fresh_kernel_gives_and_stops_at_a_failure",  # three kernels (6 s)
     "test_assert_tests_that_fail_after_their_check_equal_one_process_per_test",  # a sandbox per test (12 s)
     "test_nothing_the_program_writes_is_taken_as_a_verdict[the runner replaced in __main__]",  # stall guards (21 s)
-}  # fmt: skip
+}
 
 
 @pytest.fixture(scope="session")
@@ -164,8 +176,11 @@ def pytest_collection_finish(session):
     # getoption with a default: a pytest started with `-p no:xdist` from inside a worker inherits its environment
     if not os.environ.get("PYTEST_XDIST_WORKER") or not session.config.getoption("loadgroup", default=False):
         return
-    lost = [item.nodeid for item in session.items
-            if item.get_closest_marker("xdist_group") and "@" not in item.nodeid.rpartition("]")[2]]  # fmt: skip
+    lost = [
+        item.nodeid
+        for item in session.items
+        if item.get_closest_marker("xdist_group") and "@" not in item.nodeid.rpartition("]")[2]
+    ]
     if lost:
         _GROUPS_LOST.append(
             f"pytest-xdist's --dist loadgroup did not group {len(lost)} tests (e.g. {lost[0]}): pytest "

@@ -76,8 +76,9 @@ def ppo_update(model, ref_model, opt, trajs, cfg: Config, rng: np.random.Generat
                     logp, logits = token_logprobs(model, ids, attn, shared_prefix=_shared(trajs, rows))
                 mask = gen[:, 1:]
                 a = adv[torch.as_tensor(rows, device=dev)]
-                pg, st = algos.policy_loss(logp, old[:, 1:], algos.broadcast(a, mask), mask,
-                                           clip_ratio=c.clip_ratio)  # fmt: skip
+                pg, st = algos.policy_loss(
+                    logp, old[:, 1:], algos.broadcast(a, mask), mask, clip_ratio=c.clip_ratio
+                )
                 kl = algos.agg_loss(algos.kl_penalty(logp, ref_lp, c.kl_kind), mask)
                 weight = mask.sum() / n_tokens  # token-mean over the whole minibatch
                 ((pg + c.kl_coef * kl) * weight).backward()

@@ -116,8 +116,14 @@ def test_dead_states_are_counted_apart_and_left_out():
     or in the means."""
     import pandas as pd
 
-    df = pd.DataFrame({"base": [0.2, 0.4, 1.0, 1.0], "rl": [0.6, 0.3, 1.0, 0.0], "depth": 0.5,
-                       "dead": [False, False, True, True]})  # fmt: skip
+    df = pd.DataFrame(
+        {
+            "base": [0.2, 0.4, 1.0, 1.0],
+            "rl": [0.6, 0.3, 1.0, 0.0],
+            "depth": 0.5,
+            "dead": [False, False, True, True],
+        }
+    )
     s = probing.win_summary(df)
     assert (s["n_states"], s["n_dead"], s["n_live"]) == (4, 2, 2)
     assert (s["rl_better"], s["tie"], s["base_better"]) == (0.5, 0.0, 0.5)
@@ -138,8 +144,10 @@ def test_a_state_with_the_goal_out_of_reach_is_dead_and_its_bound_is_zero():
         bound = probing.best_success([state])[0]
         assert (bound == 0.0) == dead and bound == pytest.approx(fl.upper_bound(task, budget))
         env = state.replay()
-        assert all(env.step_quality(fl.format_action(a)) == (1.0 if dead else env.step_quality(fl.format_action(a)))
-                   for a in range(4))  # fmt: skip
+        assert all(
+            env.step_quality(fl.format_action(a)) == (1.0 if dead else env.step_quality(fl.format_action(a)))
+            for a in range(4)
+        )
 
 
 def test_two_policies_at_the_same_states_draw_from_independent_streams(setup):
@@ -149,8 +157,15 @@ def test_two_policies_at_the_same_states_draw_from_independent_streams(setup):
     pool = probing.matched_pool(ta, tb, {t.task_id: t for t in tasks}, 12, seed=4)
     twin = HFPolicy(a.model, a.tokenizer, name="twin")
     sampling = Sampling(1.0, 1.0, 6, seed=11)
-    acts = {name: [[g.text for g in row] for row in probing.sample_actions(p, pool, 4, Sampling(
-        1.0, 1.0, 6, probing.policy_seed(11, p.name)))] for name, p in (("a", a), ("twin", twin))}  # fmt: skip
+    acts = {
+        name: [
+            [g.text for g in row]
+            for row in probing.sample_actions(
+                p, pool, 4, Sampling(1.0, 1.0, 6, probing.policy_seed(11, p.name))
+            )
+        ]
+        for name, p in (("a", a), ("twin", twin))
+    }
     assert acts["a"] != acts["twin"]
     np.testing.assert_array_equal(
         probing.state_quality(a, pool, 4, sampling), probing.state_quality(a, pool, 4, sampling)
@@ -188,9 +203,13 @@ def test_nll_equals_minus_the_scored_logprobs(setup):
 def test_transcripts_of_other_agents_can_be_analysed(setup):
     _, _, a, _, _, _ = setup
     chat = ChatFormat(a.tokenizer)
-    msgs = [{"role": "system", "content": "s"}, {"role": "user", "content": "go"},
-            {"role": "assistant", "content": "<answer>Up</answer>"}, {"role": "user", "content": "ok"},
-            {"role": "assistant", "content": "<answer>Left</answer>"}]  # fmt: skip
+    msgs = [
+        {"role": "system", "content": "s"},
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": "<answer>Up</answer>"},
+        {"role": "user", "content": "ok"},
+        {"role": "assistant", "content": "<answer>Left</answer>"},
+    ]
     tr = likelihood.from_transcript(msgs, chat, model="other", success=True)
     assert tr.n_turns == 2 and len(tr.turn_spans()) == 2
     assert (

@@ -64,8 +64,18 @@ def token():
 
 def host_traces(token: str) -> list[str]:
     """Files named after the attack's token anywhere the sandbox could have reached on the host."""
-    places = {"/", "/tmp", "/var/tmp", "/dev/shm", tempfile.gettempdir(), str(KIT_ROOT), str(KIT_ROOT / "helpers"),
-              os.getcwd(), os.path.expanduser("~"), str(spider_sqlite.cache_dir())}  # fmt: skip
+    places = {
+        "/",
+        "/tmp",
+        "/var/tmp",
+        "/dev/shm",
+        tempfile.gettempdir(),
+        str(KIT_ROOT),
+        str(KIT_ROOT / "helpers"),
+        os.getcwd(),
+        os.path.expanduser("~"),
+        str(spider_sqlite.cache_dir()),
+    }
     return sorted(p for d in places for p in glob.glob(os.path.join(d, f"*{token}*")))
 
 

@@ -48,8 +48,14 @@ def test_off_linux_the_worker_leaves_the_address_space_alone():
 def test_off_linux_the_worker_starts_and_says_ready():
     """The whole start-up off Linux (simulated): the worker sends "ready" and ends when its stdin closes."""
     code = "import sys; sys.platform = 'darwin'; from helpers.envs.bfcl import worker; worker.main(64)"
-    proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, env={"PYTHONPATH": ROOT},
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env={"PYTHONPATH": ROOT},
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     reader = FrameReader(proc.stdout.fileno(), LENGTH)
     try:
         first = reader.read(time.monotonic() + 60)

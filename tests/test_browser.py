@@ -152,15 +152,32 @@ def lab(tmp_path_factory):
     )
     log = (root / "lab.log").open("w")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "jupyter", "lab", "--no-browser", f"--port={port}", "--ip=127.0.0.1",
-         f"--ServerApp.token={token}", f"--ServerApp.root_dir={work}", "--ServerApp.allow_root=True",
-         "--LabApp.expose_app_in_browser=True", "--ServerApp.open_browser=False"],
-        env=env, stdout=log, stderr=subprocess.STDOUT, cwd=work,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "jupyter",
+            "lab",
+            "--no-browser",
+            f"--port={port}",
+            "--ip=127.0.0.1",
+            f"--ServerApp.token={token}",
+            f"--ServerApp.root_dir={work}",
+            "--ServerApp.allow_root=True",
+            "--LabApp.expose_app_in_browser=True",
+            "--ServerApp.open_browser=False",
+        ],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        cwd=work,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
-        wait_for("JupyterLab to answer", lambda: proc.poll() is None and http_json(f"{url}/api/status?token={token}"),
-                 timeout=90)  # fmt: skip
+        wait_for(
+            "JupyterLab to answer",
+            lambda: proc.poll() is None and http_json(f"{url}/api/status?token={token}"),
+            timeout=90,
+        )
         yield url, token, work
     finally:
         proc.terminate()
@@ -176,19 +193,38 @@ def lab(tmp_path_factory):
 def page(chromium, tmp_path_factory):
     """Headless Chromium with one page, driven over the DevTools protocol."""
     profile = tmp_path_factory.mktemp("chromium")
-    args = [chromium, "--headless=new", "--remote-debugging-port=0", f"--user-data-dir={profile}",
-            "--window-size=1200,860", "--force-device-scale-factor=1", "--hide-scrollbars", "--disable-gpu",
-            "--disable-dev-shm-usage", "--no-first-run", "--no-default-browser-check", "about:blank"]  # fmt: skip
+    args = [
+        chromium,
+        "--headless=new",
+        "--remote-debugging-port=0",
+        f"--user-data-dir={profile}",
+        "--window-size=1200,860",
+        "--force-device-scale-factor=1",
+        "--hide-scrollbars",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--no-first-run",
+        "--no-default-browser-check",
+        "about:blank",
+    ]
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         args.insert(1, "--no-sandbox")  # Chromium's own sandbox refuses to start as root
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         active = profile / "DevToolsActivePort"
-        wait_for("Chromium's DevTools port", lambda: proc.poll() is None and active.exists()
-                 and len(active.read_text().split()) >= 2, timeout=60)  # fmt: skip
+        wait_for(
+            "Chromium's DevTools port",
+            lambda: proc.poll() is None and active.exists() and len(active.read_text().split()) >= 2,
+            timeout=60,
+        )
         port = active.read_text().split()[0]
-        targets = wait_for("a page in Chromium", lambda: [t for t in http_json(f"http://127.0.0.1:{port}/json/list")
-                                                          or [] if t.get("type") == "page"], timeout=30)  # fmt: skip
+        targets = wait_for(
+            "a page in Chromium",
+            lambda: [
+                t for t in http_json(f"http://127.0.0.1:{port}/json/list") or [] if t.get("type") == "page"
+            ],
+            timeout=30,
+        )
         tools = DevTools(targets[0]["webSocketDebuggerUrl"])
         tools.call("Page.enable")
         tools.call("Runtime.enable")
@@ -255,12 +291,20 @@ def test_run_all_in_jupyterlab_renders_the_progress_widgets_and_no_errors(lab, p
     url, token, work = lab
     started = time.monotonic()
     page.call("Page.navigate", url=f"{url}/lab/tree/{NOTEBOOK.name}?token={token}")
-    wait_for("JupyterLab to open the notebook and its kernel to be idle", lambda: page.js(NOTEBOOK_READY),
-             timeout=180, every=0.5)  # fmt: skip
+    wait_for(
+        "JupyterLab to open the notebook and its kernel to be idle",
+        lambda: page.js(NOTEBOOK_READY),
+        timeout=180,
+        every=0.5,
+    )
     n_code = page.js(RUN_ALL)
     assert n_code == sum(c.cell_type == "code" for c in nbformat.read(NOTEBOOK, as_version=4).cells)
-    wait_for("every cell to run (an execution count on each, or an error; the kernel idle)", lambda: page.js(DONE),
-             timeout=180, every=0.5)  # fmt: skip
+    wait_for(
+        "every cell to run (an execution count on each, or an error; the kernel idle)",
+        lambda: page.js(DONE),
+        timeout=180,
+        every=0.5,
+    )
     page.js(SAVE)
     time.sleep(1.0)  # the widgets' last redraw, before the screenshot
     state = page.js(STATE)

@@ -199,8 +199,9 @@ def test_the_table_on_scripted_players_is_calibrated(setting):
     names = ["habit", "blind_t_max", "optimum", "optimum+noise"]
     probs = {n: budget_probe.move_probabilities(refs[n], swaps) for n in names}
     kinds = {"habit": "model", "blind_t_max": "model", "optimum": "scripted", "optimum+noise": "scripted"}
-    swap = budgetmix.swap_summary(swaps, probs, kinds, n_boot=100, pool={"sources": ["habit+noise"],
-                                  "n_distinct_states": len(swaps)})  # fmt: skip
+    swap = budgetmix.swap_summary(
+        swaps, probs, kinds, n_boot=100, pool={"sources": ["habit+noise"], "n_distinct_states": len(swaps)}
+    )
     t = swap.table
     assert list(t.index) == names and (t["kind"] == pd.Series(kinds)).all()
     assert t.loc["habit", "responsiveness"] == 0 and t.loc["blind_t_max", "responsiveness"] == 0

@@ -18,8 +18,14 @@ import pytest
 from helpers import base_model, config, models
 from helpers.rollout import ChatFormat, LastTurnContext
 
-EDGE_TEXTS = ["", "√ café naïve 🤖", "<|im_end|> and <|im_start|>user", "<think>\nhm\n</think>\n\n<answer>Up</answer>",
-              "a\n\n\nb  \t c", "<answer>Left</answer>"]  # fmt: skip
+EDGE_TEXTS = [
+    "",
+    "√ café naïve 🤖",
+    "<|im_end|> and <|im_start|>user",
+    "<think>\nhm\n</think>\n\n<answer>Up</answer>",
+    "a\n\n\nb  \t c",
+    "<answer>Left</answer>",
+]
 
 # sha256 of `pieces(...)` at 839d5c0 (before ChatFormat knew Qwen3's template), per profile: (tokenizer, ids)
 PINNED = {
@@ -52,8 +58,12 @@ def pieces(tok, transcripts: list[list[dict]]) -> dict:
     """Every id ChatFormat gives for these transcripts and the edge texts."""
     chat = ChatFormat(tok)
     window = LastTurnContext(_Echo(tok), chat)
-    out: dict[str, list] = {"prefix": chat.encode(chat.obs_prefix), "suffix": chat.encode(chat.obs_suffix),
-                            "eos": [chat.eos_token_id], "marker": window._marker}  # fmt: skip
+    out: dict[str, list] = {
+        "prefix": chat.encode(chat.obs_prefix),
+        "suffix": chat.encode(chat.obs_suffix),
+        "eos": [chat.eos_token_id],
+        "marker": window._marker,
+    }
     for k, tr in enumerate(transcripts):
         first = next(i for i, m in enumerate(tr) if m["role"] == "assistant")
         out[f"prompt{k}"] = chat.prompt_ids(tr[:first])

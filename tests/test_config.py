@@ -133,7 +133,10 @@ BASELINE = json.loads((Path(__file__).parent / "config_839d5c0.json").read_text(
 # series' config (it holds the per_env blocks) and BFCL's environment settings; no base or RL recipe moved.
 SINCE_839D5C0 = {
     "smoke/None": {"config": "18469360fc63d452e75dd1ad62fdc2eaeb3f78f13bc24e84748e105368135157"},
-    "smoke/bfcl": {"config": "a60abc06f7870496c92ce6a17c118f303dcad29619f8bef90c28ddbc7437e8f4", "env_settings": "307702837400a273e2f90c2381a97cadfbc018aa8c5b3fd4e6d4240bd72a5fae"},
+    "smoke/bfcl": {
+        "config": "a60abc06f7870496c92ce6a17c118f303dcad29619f8bef90c28ddbc7437e8f4",
+        "env_settings": "307702837400a273e2f90c2381a97cadfbc018aa8c5b3fd4e6d4240bd72a5fae",
+    },
     "smoke/deepcoder": {"config": "0d5ce280f490640fa06740ba48daf8a7f818b1d879793c4d77f10434f3933103"},
     "smoke/frozenlake": {"config": "94ac5923d8dd4b073bf8d5d05f578fbb82fa209afa5f9b23c3d375b478591f94"},
     "smoke/intercode_sql": {"config": "c2bac30587be0ee4c3d671b625b50ce9338fac5fbaa654a0f14528587d1a6637"},
@@ -142,25 +145,74 @@ SINCE_839D5C0 = {
     # recipe's train part is unchanged. cpu_process mirrors cpu in every key but `process`.
     # 2026-12-05: eval.workers 2 in cpu and cpu_process (two models evaluated at once; layout only): every config
     # hash of both, nothing else.
-    "cpu/None": {"config": "1946d13da58fa301d8a8bfa45b1adb507b3ba233c0ee4295dffe0009be47b22d", "base": "base-3ba8e4bb9e", "env_settings": "6a2fed089833f255314601bb776988afbe398d8440d69c6df1b403b5d1f8c7d1"},
-    "cpu/bfcl": {"config": "3a9345816b2215086d54af74f9dc54b690bc6667e3ac2612a455f4c3e75b0a26", "base": "base-3ba8e4bb9e"},
-    "cpu/deepcoder": {"config": "04541ddfc3037ceb07b74b712cb646dd598657d74cff09d0e72c5be1468966cf", "base": "base-3ba8e4bb9e"},
-    "cpu/frozenlake": {"config": "6861cbb706355463d51728f1c93f2837ed3f506d9e895667c7e46d1819b3aeb6", "base": "base-3ba8e4bb9e", "env_settings": "6a2fed089833f255314601bb776988afbe398d8440d69c6df1b403b5d1f8c7d1"},
-    "cpu/intercode_sql": {"config": "49f3e657c72f2b252dc4a8323eaa117ace0fb1734bc192fce135d63ad32a4d2a", "base": "base-3ba8e4bb9e"},
-    "cpu_process/None": {"config": "8021530dca3247e76f65b61de668e399b3b7fea787ebef79a2ffc22ea4431d5f", "base": "base-3ba8e4bb9e", "env_settings": "6a2fed089833f255314601bb776988afbe398d8440d69c6df1b403b5d1f8c7d1"},
-    "cpu_process/bfcl": {"config": "34785601bfc0a38471287a992353c943c80f7affaa749f56069b2c83fb8c1707", "base": "base-3ba8e4bb9e"},
-    "cpu_process/deepcoder": {"config": "db714fd9d547bbb94d34d8665f9693839884f5006e9d9c852cb80a842b52acee", "base": "base-3ba8e4bb9e"},
-    "cpu_process/frozenlake": {"config": "f664ea1fec4108aa578563ca12c956e6084c0c079421e47ff092849b6f00247b", "base": "base-3ba8e4bb9e", "env_settings": "6a2fed089833f255314601bb776988afbe398d8440d69c6df1b403b5d1f8c7d1"},
-    "cpu_process/intercode_sql": {"config": "7e405553b7df9aa018049778efd61334c3061760abd7fc38b6cacb7a9363060c", "base": "base-3ba8e4bb9e"},
+    "cpu/None": {
+        "config": "1946d13da58fa301d8a8bfa45b1adb507b3ba233c0ee4295dffe0009be47b22d",
+        "base": "base-3ba8e4bb9e",
+        "env_settings": "6a2fed089833f255314601bb776988afbe398d8440d69c6df1b403b5d1f8c7d1",
+    },
+    "cpu/bfcl": {
+        "config": "3a9345816b2215086d54af74f9dc54b690bc6667e3ac2612a455f4c3e75b0a26",
+        "base": "base-3ba8e4bb9e",
+    },
+    "cpu/deepcoder": {
+        "config": "04541ddfc3037ceb07b74b712cb646dd598657d74cff09d0e72c5be1468966cf",
+        "base": "base-3ba8e4bb9e",
+    },
+    "cpu/frozenlake": {
+        "config": "6861cbb706355463d51728f1c93f2837ed3f506d9e895667c7e46d1819b3aeb6",
+        "base": "base-3ba8e4bb9e",
+        "env_settings": "6a2fed089833f255314601bb776988afbe398d8440d69c6df1b403b5d1f8c7d1",
+    },
+    "cpu/intercode_sql": {
+        "config": "49f3e657c72f2b252dc4a8323eaa117ace0fb1734bc192fce135d63ad32a4d2a",
+        "base": "base-3ba8e4bb9e",
+    },
+    "cpu_process/None": {
+        "config": "8021530dca3247e76f65b61de668e399b3b7fea787ebef79a2ffc22ea4431d5f",
+        "base": "base-3ba8e4bb9e",
+        "env_settings": "6a2fed089833f255314601bb776988afbe398d8440d69c6df1b403b5d1f8c7d1",
+    },
+    "cpu_process/bfcl": {
+        "config": "34785601bfc0a38471287a992353c943c80f7affaa749f56069b2c83fb8c1707",
+        "base": "base-3ba8e4bb9e",
+    },
+    "cpu_process/deepcoder": {
+        "config": "db714fd9d547bbb94d34d8665f9693839884f5006e9d9c852cb80a842b52acee",
+        "base": "base-3ba8e4bb9e",
+    },
+    "cpu_process/frozenlake": {
+        "config": "f664ea1fec4108aa578563ca12c956e6084c0c079421e47ff092849b6f00247b",
+        "base": "base-3ba8e4bb9e",
+        "env_settings": "6a2fed089833f255314601bb776988afbe398d8440d69c6df1b403b5d1f8c7d1",
+    },
+    "cpu_process/intercode_sql": {
+        "config": "7e405553b7df9aa018049778efd61334c3061760abd7fc38b6cacb7a9363060c",
+        "base": "base-3ba8e4bb9e",
+    },
     # 2026-12-06 (issue 48), the gpu profile fits one 80 GB GPU by its memory plan: train.micro_batch_size 1 (so the
     # RL recipe's train part), model.max_model_len 6144, notebook 07 without PPO; no base or environment moved. Nothing
     # has run on the gpu profile, so no result hangs on the old hashes.
-    "gpu/None": {"config": "c1c57aa906768a891f3bc44b99bc979a0fe6509a78edc82587c2aca7a31495ae", "train": "f9a8e3c0fd2b56ea75e753ddc6b1cd15c590cfa25f5e7484322fa574324bc4df"},
-    "gpu/bfcl": {"config": "057eaabc42519de261d7286597fd6df55ddff9eef622b624b379c946ab8e3e87", "train": "f9a8e3c0fd2b56ea75e753ddc6b1cd15c590cfa25f5e7484322fa574324bc4df"},
-    "gpu/deepcoder": {"config": "d64fdee004c06c9c481bc586a02ceea6ea175ecbaa149ecd721639b157274544", "train": "f9a8e3c0fd2b56ea75e753ddc6b1cd15c590cfa25f5e7484322fa574324bc4df"},
-    "gpu/frozenlake": {"config": "f7710309e837f81204acbf341698276712d9389073ba351a155d566944bd0421", "train": "f9a8e3c0fd2b56ea75e753ddc6b1cd15c590cfa25f5e7484322fa574324bc4df"},
-    "gpu/intercode_sql": {"config": "ffab0f4840383b7c3a2dd96f5db53656ee7ce5f28732ad0ef750b45b83c273de", "train": "f9a8e3c0fd2b56ea75e753ddc6b1cd15c590cfa25f5e7484322fa574324bc4df"},
-}  # fmt: skip
+    "gpu/None": {
+        "config": "c1c57aa906768a891f3bc44b99bc979a0fe6509a78edc82587c2aca7a31495ae",
+        "train": "f9a8e3c0fd2b56ea75e753ddc6b1cd15c590cfa25f5e7484322fa574324bc4df",
+    },
+    "gpu/bfcl": {
+        "config": "057eaabc42519de261d7286597fd6df55ddff9eef622b624b379c946ab8e3e87",
+        "train": "f9a8e3c0fd2b56ea75e753ddc6b1cd15c590cfa25f5e7484322fa574324bc4df",
+    },
+    "gpu/deepcoder": {
+        "config": "d64fdee004c06c9c481bc586a02ceea6ea175ecbaa149ecd721639b157274544",
+        "train": "f9a8e3c0fd2b56ea75e753ddc6b1cd15c590cfa25f5e7484322fa574324bc4df",
+    },
+    "gpu/frozenlake": {
+        "config": "f7710309e837f81204acbf341698276712d9389073ba351a155d566944bd0421",
+        "train": "f9a8e3c0fd2b56ea75e753ddc6b1cd15c590cfa25f5e7484322fa574324bc4df",
+    },
+    "gpu/intercode_sql": {
+        "config": "ffab0f4840383b7c3a2dd96f5db53656ee7ce5f28732ad0ef750b45b83c273de",
+        "train": "f9a8e3c0fd2b56ea75e753ddc6b1cd15c590cfa25f5e7484322fa574324bc4df",
+    },
+}
 
 
 # 2026-12-06 (issue 50): a quarter of the FrozenLake tasks are doorway maps (env.frozenlake.doorway_share 0.25 in cpu,
@@ -292,8 +344,12 @@ def test_every_profile_loads_to_the_config_it_loaded_to_at_839d5c0(name):
     """The hard constraint: hardening changed no valid profile (committed results and recipe hashes hang on it)."""
     profile, series = name.split("/")
     cfg = config.load(profile) if series == "None" else config.load(profile, series=series)
-    got = {"config": _sha(cfg.to_dict()), "base": base_model.folder_name(cfg), "train": _sha(train_recipe(cfg)),
-           "env_settings": _sha(settings(cfg))}  # fmt: skip
+    got = {
+        "config": _sha(cfg.to_dict()),
+        "base": base_model.folder_name(cfg),
+        "train": _sha(train_recipe(cfg)),
+        "env_settings": _sha(settings(cfg)),
+    }
     assert got == BASELINE[name] | SINCE_839D5C0.get(name, {}) | ISSUE_50.get(name, {}) | ISSUE_51.get(
         name, {}
     )
@@ -328,8 +384,11 @@ def test_aliases_that_expand_past_the_bound_are_refused_at_once(tmp_path, levels
     tracemalloc.start()
     t0 = time.process_time()
     try:
-        with pytest.raises(ConfigError, match=r"p\.yaml:\d+: env\.extra\.deepcoder\.l\d\[\d\]: with its aliases "
-                                              r"expanded the file holds more than 20000 values"):  # fmt: skip
+        with pytest.raises(
+            ConfigError,
+            match=r"p\.yaml:\d+: env\.extra\.deepcoder\.l\d\[\d\]: with its aliases "
+            r"expanded the file holds more than 20000 values",
+        ):
             config.load(path)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
@@ -341,12 +400,18 @@ def test_small_aliases_and_merge_keys_work(tmp_path):
     """Issue 29: YAML merge keys were unusable (the duplicate-key check choked on `<<`). Anchors, aliases and merge
     keys load as YAML defines them (the mapping's own keys win over merged ones), and a key set twice besides a
     merge is still an error."""
-    text = SMOKE.replace("  seeds: [0, 1]\n", "  seeds: &seeds [0, 1]\n").replace(
-        "process:\n  algorithms: [grpo, gigpo, ppo, oracle_q]\n  seeds: [0]\n",
-        "process:\n  algorithms: [grpo, gigpo, ppo, oracle_q]\n  seeds: *seeds\n",
-    ).replace("sweep:\n  t_fractions: [0.5, 1.0]\n  n_samples: 4\n",
-              "sweep:\n  <<: &sweep {t_fractions: [0.25, 1.0], n_samples: 2}\n  t_fractions: [0.5, 1.0]\n"
-              "  n_samples: 4\n")  # fmt: skip
+    text = (
+        SMOKE.replace("  seeds: [0, 1]\n", "  seeds: &seeds [0, 1]\n")
+        .replace(
+            "process:\n  algorithms: [grpo, gigpo, ppo, oracle_q]\n  seeds: [0]\n",
+            "process:\n  algorithms: [grpo, gigpo, ppo, oracle_q]\n  seeds: *seeds\n",
+        )
+        .replace(
+            "sweep:\n  t_fractions: [0.5, 1.0]\n  n_samples: 4\n",
+            "sweep:\n  <<: &sweep {t_fractions: [0.25, 1.0], n_samples: 2}\n  t_fractions: [0.5, 1.0]\n"
+            "  n_samples: 4\n",
+        )
+    )
     cfg = config.load(_write(tmp_path, text))
     assert cfg.process.seeds == [0, 1] and cfg.sweep.t_fractions == [0.5, 1.0] and cfg.sweep.n_samples == 4
     merged = text.replace("  t_fractions: [0.5, 1.0]\n  n_samples: 4\n", "")
@@ -362,14 +427,21 @@ NON_FINITE = [
     ("sampling:\n", "sampling:\n  top_p: .nan\n", "sampling.top_p"),
     ("sampling:\n", "sampling:\n  temperature: .inf\n", "sampling.temperature"),
     ("  n_bootstrap: 50\n", "  n_bootstrap: 50\n  ci: .nan\n", "eval.ci"),
-    ("  budget_fractions: [0.25, 0.5, 0.75, 1.0]\n", "  budget_fractions: [0.25, .nan, 1.0]\n",
-     "eval.budget_fractions[1]"),
-    ("  corruption_levels: [0.0, 1.0]\n", "  corruption_levels: [0.0, .nan]\n", "process.corruption_levels[1]"),
+    (
+        "  budget_fractions: [0.25, 0.5, 0.75, 1.0]\n",
+        "  budget_fractions: [0.25, .nan, 1.0]\n",
+        "eval.budget_fractions[1]",
+    ),
+    (
+        "  corruption_levels: [0.0, 1.0]\n",
+        "  corruption_levels: [0.0, .nan]\n",
+        "process.corruption_levels[1]",
+    ),
     ("  lr: 1.0e-4\n", "  lr: 1.0e-4\n  oracle_corruption: .nan\n", "train.oracle_corruption"),
     ("  lr: 1.0e-4\n", "  lr: 1.0e-4\n  gigpo_gamma: .nan\n", "train.gigpo_gamma"),
     ("  lr: 1.0e-4\n", "  lr: 1.0e+999\n", "train.lr"),  # YAML 1.1 floats need the exponent's sign
     ("  lr: 1.0e-4\n", "  lr: -.inf\n", "train.lr"),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(("old", "new", "key"), NON_FINITE)
@@ -399,9 +471,13 @@ def test_the_runners_p_values_cannot_smuggle_infinity():
 
 @pytest.mark.parametrize(
     ("override", "key"),
-    [({"seed": 10**30}, "seed"), ({"train__seeds": [0, 10**30]}, r"train\.seeds\[1\]"),
-     ({"sft__seed": 2**31}, r"sft\.seed"), ({"train__steps": 2**63}, r"train\.steps")],
-)  # fmt: skip
+    [
+        ({"seed": 10**30}, "seed"),
+        ({"train__seeds": [0, 10**30]}, r"train\.seeds\[1\]"),
+        ({"sft__seed": 2**31}, r"sft\.seed"),
+        ({"train__steps": 2**63}, r"train\.steps"),
+    ],
+)
 def test_integers_have_an_upper_bound(override, key):
     """Issue 29: `seed: 10**30` loaded and failed later in torch; every integer knob is at most 2**31 - 1."""
     with pytest.raises(ConfigError, match=rf"{key}: .* is out of range; allowed: integers up to 2\*\*31 - 1"):
@@ -422,27 +498,62 @@ def test_an_integer_too_long_for_any_knob_names_its_line(tmp_path):
 
 # env.extra: each environment's settings are checked like a section (issue 29: they failed later in load_tasks)
 EXTRA = [
-    ("deepcoder: {t_max: 3, max_tests: 3}", "deepcoder: {t_max: 0, max_tests: 3}", r"env\.extra\.deepcoder\.t_max: 0 is out of range"),
-    ("deepcoder: {t_max: 3, max_tests: 3}", "deepcoder: {tmax: 3, max_tests: 3}",
-     r"unknown key 'env\.extra\.deepcoder\.tmax'; did you mean 'env\.extra\.deepcoder\.t_max'"),
-    ("deepcoder: {t_max: 3, max_tests: 3}", "deepcoder: {t_max: 3, max_tests: 3, source: hug}",
-     r"env\.extra\.deepcoder\.source: 'hug' is not one of \['bundled', 'hub'\]"),
-    ("deepcoder: {t_max: 3, max_tests: 3}", "deepcoder: {t_max: 3, sets: [kit, mbpp]}",
-     r"env\.extra\.deepcoder\.sets\[1\]: 'mbpp' is not one of"),
-    ("deepcoder: {t_max: 3, max_tests: 3}", "deepcoder: {t_max: 3.5}", r"env\.extra\.deepcoder\.t_max: expected an integer"),
-    ("deepcoder: {t_max: 3, max_tests: 3}", "deepcoder: {t_max: 3, max_tests: 3, protocol: hidden}",
-     r"env\.extra\.deepcoder\.protocol: 'hidden' is not one of \['paper', 'held_out'\]"),
-    ("bfcl: {category: multi_turn_base, turns_per_request: 1, docs: compact}",
-     "bfcl: {category: multi_turn, turns_per_request: 1, docs: compact}",
-     r"env\.extra\.bfcl\.category: 'multi_turn' is not one of"),
-    ("bfcl: {category: multi_turn_base, turns_per_request: 1, docs: compact}",
-     "bfcl: {source: hub, turns_per_request: 1, docs: compact}",
-     r"env\.extra\.bfcl\.source: 'hub' is not one of \['bundled'\]"),
-    ("intercode_sql: {t_max: 4}", "intercode_sql: {t_max: -4}", r"env\.extra\.intercode_sql\.t_max: -4 is out of range"),
-    ("intercode_sql: {t_max: 4}", "intercode_sql: {t_max: 4, source: hub, tasks_file: x.json}",
-     r"env\.extra\.intercode_sql\.tasks_file: applies to source 'bundled'"),
-    ("intercode_sql: {t_max: 4}", "intercode_sql: 4", r"env\.extra\.intercode_sql: expected a mapping of settings"),
-]  # fmt: skip
+    (
+        "deepcoder: {t_max: 3, max_tests: 3}",
+        "deepcoder: {t_max: 0, max_tests: 3}",
+        r"env\.extra\.deepcoder\.t_max: 0 is out of range",
+    ),
+    (
+        "deepcoder: {t_max: 3, max_tests: 3}",
+        "deepcoder: {tmax: 3, max_tests: 3}",
+        r"unknown key 'env\.extra\.deepcoder\.tmax'; did you mean 'env\.extra\.deepcoder\.t_max'",
+    ),
+    (
+        "deepcoder: {t_max: 3, max_tests: 3}",
+        "deepcoder: {t_max: 3, max_tests: 3, source: hug}",
+        r"env\.extra\.deepcoder\.source: 'hug' is not one of \['bundled', 'hub'\]",
+    ),
+    (
+        "deepcoder: {t_max: 3, max_tests: 3}",
+        "deepcoder: {t_max: 3, sets: [kit, mbpp]}",
+        r"env\.extra\.deepcoder\.sets\[1\]: 'mbpp' is not one of",
+    ),
+    (
+        "deepcoder: {t_max: 3, max_tests: 3}",
+        "deepcoder: {t_max: 3.5}",
+        r"env\.extra\.deepcoder\.t_max: expected an integer",
+    ),
+    (
+        "deepcoder: {t_max: 3, max_tests: 3}",
+        "deepcoder: {t_max: 3, max_tests: 3, protocol: hidden}",
+        r"env\.extra\.deepcoder\.protocol: 'hidden' is not one of \['paper', 'held_out'\]",
+    ),
+    (
+        "bfcl: {category: multi_turn_base, turns_per_request: 1, docs: compact}",
+        "bfcl: {category: multi_turn, turns_per_request: 1, docs: compact}",
+        r"env\.extra\.bfcl\.category: 'multi_turn' is not one of",
+    ),
+    (
+        "bfcl: {category: multi_turn_base, turns_per_request: 1, docs: compact}",
+        "bfcl: {source: hub, turns_per_request: 1, docs: compact}",
+        r"env\.extra\.bfcl\.source: 'hub' is not one of \['bundled'\]",
+    ),
+    (
+        "intercode_sql: {t_max: 4}",
+        "intercode_sql: {t_max: -4}",
+        r"env\.extra\.intercode_sql\.t_max: -4 is out of range",
+    ),
+    (
+        "intercode_sql: {t_max: 4}",
+        "intercode_sql: {t_max: 4, source: hub, tasks_file: x.json}",
+        r"env\.extra\.intercode_sql\.tasks_file: applies to source 'bundled'",
+    ),
+    (
+        "intercode_sql: {t_max: 4}",
+        "intercode_sql: 4",
+        r"env\.extra\.intercode_sql: expected a mapping of settings",
+    ),
+]
 
 
 @pytest.mark.parametrize(("old", "new", "match"), EXTRA)
@@ -455,10 +566,15 @@ def test_env_extra_is_validated_with_file_line_and_key(tmp_path, old, new, match
 
 def test_env_extra_top_level_and_overrides_are_validated_too(tmp_path):
     gpu = (config.CONFIG_DIR / "gpu.yaml").read_text()
-    text = gpu.replace("bfcl: {category: multi_turn_base, turns_per_request: 4}",
-                       "bfcl: {category: multi_turn_base, turns_per_request: 0}")  # fmt: skip
-    with pytest.raises(ConfigError, match=rf"p\.yaml:{_line(text, 'turns_per_request: 0')}: env\.extra\.bfcl\."
-                                          r"turns_per_request: 0 is out of range"):  # fmt: skip
+    text = gpu.replace(
+        "bfcl: {category: multi_turn_base, turns_per_request: 4}",
+        "bfcl: {category: multi_turn_base, turns_per_request: 0}",
+    )
+    with pytest.raises(
+        ConfigError,
+        match=rf"p\.yaml:{_line(text, 'turns_per_request: 0')}: env\.extra\.bfcl\."
+        r"turns_per_request: 0 is out of range",
+    ):
         config.load(_write(tmp_path, text))
     with pytest.raises(
         ConfigError, match=r"overrides: env\.extra\.frozenlake: .*the section env\.frozenlake"
@@ -549,8 +665,11 @@ def test_ten_thousand_deep_nesting_is_refused_with_file_and_line(tmp_path):
     flow = SMOKE.replace(
         "deepcoder: {t_max: 3, max_tests: 3}", "deepcoder: {t_max: " + "[" * 10_000 + "]" * 10_000 + "}"
     )
-    with pytest.raises(ConfigError, match=rf"p\.yaml:{_line(flow, '[[[')}: per_env\.deepcoder\.env\.extra\."
-                                          r"deepcoder\.t_max\[0\].*: nested more than 32 levels"):  # fmt: skip
+    with pytest.raises(
+        ConfigError,
+        match=rf"p\.yaml:{_line(flow, '[[[')}: per_env\.deepcoder\.env\.extra\."
+        r"deepcoder\.t_max\[0\].*: nested more than 32 levels",
+    ):
         config.load(_write(tmp_path, flow))
     mapping = "seed: 0\nenv:\n  extra:\n    deepcoder: " + "{a: " * 10_000 + "1" + "}" * 10_000 + "\n"
     with pytest.raises(
@@ -582,9 +701,13 @@ def test_a_recursive_alias_is_refused_with_file_line_and_key(tmp_path):
 
 @pytest.mark.parametrize(
     ("old", "new"),
-    [("  group_size: 4\n", "  group_size: 0\n"), ("\ntrain:\n", "\ntrian:\n"), ("  lr: 1.0e-4\n", "  lr: fast\n"),
-     ("  pass_t_k: 2\n", "  pass_t_k: 20\n")],
-)  # fmt: skip
+    [
+        ("  group_size: 4\n", "  group_size: 0\n"),
+        ("\ntrain:\n", "\ntrian:\n"),
+        ("  lr: 1.0e-4\n", "  lr: fast\n"),
+        ("  pass_t_k: 2\n", "  pass_t_k: 20\n"),
+    ],
+)
 def test_top_level_mistakes_are_not_blamed_on_a_per_env_block(tmp_path, old, new):
     """Issue 29: a mistake at the top of a profile with per_env blocks was reported as `per_env.deepcoder: ...`."""
     text = SMOKE.replace(old, new)

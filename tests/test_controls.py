@@ -47,8 +47,14 @@ def test_every_rl_seed_has_its_own_base_side_group(roster):
     _, agents = roster
     groups = controls.by_seed(agents)
     assert sorted(groups) == [0, 1, 2]
-    assert set(groups[1]) == {"base-s1", "sharp-s1", "grpo-s1", "budgetmix-s1", "grpo-s1-sharp",
-                              "budgetmix-s1-sharp"}  # fmt: skip
+    assert set(groups[1]) == {
+        "base-s1",
+        "sharp-s1",
+        "grpo-s1",
+        "budgetmix-s1",
+        "grpo-s1-sharp",
+        "budgetmix-s1-sharp",
+    }
     assert groups[1]["base-s1"].path == agents["base"].path and groups[1]["base-s1"].name == "base-s1"
     assert groups[1]["sharp-s1"].temperature == agents["sharp"].temperature
     streams = {controls.stream(1000, k) for k in groups}
@@ -68,8 +74,10 @@ def test_notebook_02_draws_the_base_side_per_seed_and_pairs_grpo_with_budgetmix(
 
     def fake_cells(models, env, cells, n, sampling, seed, records, **kw):
         calls.append((set(models), seed))
-        return {key: pd.DataFrame({"model": list(models), "task_id": "t", "budget": key[1], "success": True})
-                for key in cells}  # fmt: skip
+        return {
+            key: pd.DataFrame({"model": list(models), "task_id": "t", "budget": key[1], "success": True})
+            for key in cells
+        }
 
     monkeypatch.setattr(budgetmix.evaluation, "evaluate_cells", fake_cells)
 
@@ -91,15 +99,22 @@ def test_notebook_02_draws_the_base_side_per_seed_and_pairs_grpo_with_budgetmix(
 def test_notebook_04_records_each_seeds_base_trajectories_on_its_own_stream(roster, monkeypatch):
     cfg, agents = roster
     seen = {}
-    monkeypatch.setattr(matched.evaluate, "recorded_trajectories",
-                        lambda profile, name, agent, env, tasks, budget, n, sampling, seed: seen.setdefault(name, seed))  # fmt: skip
+    monkeypatch.setattr(
+        matched.evaluate,
+        "recorded_trajectories",
+        lambda profile, name, agent, env, tasks, budget, n, sampling, seed: seen.setdefault(name, seed),
+    )
     every = agents | {n: a for g in controls.by_seed(agents).values() for n, a in g.items()}
     for name in ("base-s0", "base-s1", "grpo-s0", "grpo-s1"):
         matched.recorded(cfg, every, [], name)
     assert seen["probe-base-s0"] != seen["probe-base-s1"]
     assert seen["probe-base-s0"] == seen["probe-grpo-s0"] and seen["probe-base-s1"] == seen["probe-grpo-s1"]
-    assert matched.roles("grpo-s1") == (("base", "base-s1"), ("sharp", "sharp-s1"), ("rl", "grpo-s1"),
-                                        ("rl_sharp", "grpo-s1-sharp"))  # fmt: skip
+    assert matched.roles("grpo-s1") == (
+        ("base", "base-s1"),
+        ("sharp", "sharp-s1"),
+        ("rl", "grpo-s1"),
+        ("rl_sharp", "grpo-s1-sharp"),
+    )
 
 
 def test_paired_verdict_on_hand_made_numbers():
@@ -126,12 +141,17 @@ def test_paired_verdict_on_hand_made_numbers():
 
 
 def test_paired_difference_pairs_seed_k_with_seed_k():
-    per_task = pd.DataFrame({"model": ["grpo-s0", "grpo-s0", "grpo-s1", "grpo-s1", "base-s0", "base-s0", "base-s1",
-                                       "base-s1"],
-                             "task_id": ["a", "b"] * 4, "success": [1.0, 0.5, 1.0, 1.0, 0.5, 0.5, 0.0, 0.5],
-                             "fraction": 1.0})  # fmt: skip
-    out = metrics.paired_difference(per_task, ["grpo-s0", "grpo-s1"], ["base-s0", "base-s1"], "success",
-                                    ["fraction"], scale=100)  # fmt: skip
+    per_task = pd.DataFrame(
+        {
+            "model": ["grpo-s0", "grpo-s0", "grpo-s1", "grpo-s1", "base-s0", "base-s0", "base-s1", "base-s1"],
+            "task_id": ["a", "b"] * 4,
+            "success": [1.0, 0.5, 1.0, 1.0, 0.5, 0.5, 0.0, 0.5],
+            "fraction": 1.0,
+        }
+    )
+    out = metrics.paired_difference(
+        per_task, ["grpo-s0", "grpo-s1"], ["base-s0", "base-s1"], "success", ["fraction"], scale=100
+    )
     row = out.iloc[0]
     assert row["per_seed"] == pytest.approx([25.0, 75.0]) and row["diff"] == pytest.approx(50.0)
     assert row["n_seeds"] == 2 and row["mde"] > 0 and not row["excludes_zero"]
@@ -140,8 +160,13 @@ def test_paired_difference_pairs_seed_k_with_seed_k():
 def test_seed_summary_counts_ties_wins_and_losses_and_the_mean_difference():
     """Seed 0: rl beats base at 1 live state, ties at 2, loses at 1 (and one dead state); seed 1: wins 2, ties 2.
     Ties count as 0 in the mean difference."""
-    s0 = pd.DataFrame({"rl": [0.9, 0.5, 0.5, 0.1, 0.0], "base": [0.5, 0.5, 0.5, 0.3, 0.0],
-                       "dead": [False, False, False, False, True]})  # fmt: skip
+    s0 = pd.DataFrame(
+        {
+            "rl": [0.9, 0.5, 0.5, 0.1, 0.0],
+            "base": [0.5, 0.5, 0.5, 0.3, 0.0],
+            "dead": [False, False, False, False, True],
+        }
+    )
     s1 = pd.DataFrame({"rl": [1.0, 0.8, 0.4, 0.4], "base": [0.5, 0.6, 0.4, 0.4], "dead": False})
     per_state = pd.concat([s0.assign(rl_seed=0), s1.assign(rl_seed=1)], ignore_index=True)
     out = probing.seed_summary(per_state, [("rl", "base")], n_boot=50)["rl_vs_base"]

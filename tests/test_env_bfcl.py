@@ -77,8 +77,11 @@ def test_bad_settings_name_the_bad_value():
 
 
 def test_call_limits_name_the_bad_value():
-    for key, kw in (("time_s", {"call_time_limit_s": 0}), ("output_chars", {"call_output_chars": -1}),
-                    ("memory_mb", {"call_memory_mb": 0})):  # fmt: skip
+    for key, kw in (
+        ("time_s", {"call_time_limit_s": 0}),
+        ("output_chars", {"call_output_chars": -1}),
+        ("memory_mb", {"call_memory_mb": 0}),
+    ):
         with pytest.raises(ValueError, match=f"call limit {key}"):
             B.BFCLEnv(**kw)
     env = make("bfcl", call_time_limit_s=5.0, call_output_chars=10, call_memory_mb=256)

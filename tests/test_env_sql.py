@@ -324,9 +324,11 @@ def _intercode_sql_env() -> type:
     if importlib.util.find_spec("sklearn") is None:
         text = types.ModuleType("sklearn.feature_extraction.text")
         text.TfidfVectorizer = Unavailable
-        stand_in = {"sklearn": types.ModuleType("sklearn"),
-                    "sklearn.feature_extraction": types.ModuleType("sklearn.feature_extraction"),
-                    "sklearn.feature_extraction.text": text}  # fmt: skip
+        stand_in = {
+            "sklearn": types.ModuleType("sklearn"),
+            "sklearn.feature_extraction": types.ModuleType("sklearn.feature_extraction"),
+            "sklearn.feature_extraction.text": text,
+        }
     sys.modules.update(stand_in)
     try:
         from intercode.envs.sql.sql_env import SqlEnv

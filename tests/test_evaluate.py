@@ -86,8 +86,10 @@ def test_agents_are_loaded_one_at_a_time_and_only_for_cells_to_run(base_path, tm
     )
     assert loads == ["base", "sharp"] and again.equals(lazy)  # nothing to run: nothing loaded
     monkeypatch.setattr(Agent, "load", real_load)
-    loaded = {"base": HFPolicy.from_pretrained(base_path, name="base"),
-              "sharp": Tempered(HFPolicy.from_pretrained(base_path), 0.5, name="sharp")}  # fmt: skip
+    loaded = {
+        "base": HFPolicy.from_pretrained(base_path, name="base"),
+        "sharp": Tempered(HFPolicy.from_pretrained(base_path), 0.5, name="sharp"),
+    }
     assert {n: agent_id(a) for n, a in roster.items()} == {n: agent_id(p) for n, p in loaded.items()}
     eager = evaluate.evaluate_grid(
         loaded, "frozenlake", tasks, [2, 4], 2, sampling, 0, store.Records(tmp_path / "b")
@@ -109,8 +111,9 @@ def test_cells_of_the_same_tasks_run_as_one_grid_with_the_records_of_each_cell(b
     )
     assert list(frames) == list(cells)
     for key, (ts, b) in cells.items():  # as the cell alone gives it
-        alone = evaluate.evaluate_grid({"base": pol}, "frozenlake", ts, [b], 2, sampling, 0,
-                                       store.Records(tmp_path / f"b{b}"))  # fmt: skip
+        alone = evaluate.evaluate_grid(
+            {"base": pol}, "frozenlake", ts, [b], 2, sampling, 0, store.Records(tmp_path / f"b{b}")
+        )
         assert frames[key].equals(alone)
 
 
@@ -190,8 +193,14 @@ def test_per_state_numbers_are_computed_once_and_read_back_exactly(tmp_path):
         def call(agent=agent, recipe=(4, "s"), pool=states):
             calls = []
             with opened_on_demand(agent) as policy:
-                got = evaluate.recorded_per_state("smoke", "quality-x", agent, pool, list(recipe),
-                                                  lambda: (calls.append(policy()), values)[1])  # fmt: skip
+                got = evaluate.recorded_per_state(
+                    "smoke",
+                    "quality-x",
+                    agent,
+                    pool,
+                    list(recipe),
+                    lambda: (calls.append(policy()), values)[1],
+                )
             return got, len(calls)
 
         first, n1 = call()
@@ -243,8 +252,11 @@ def test_models_in_worker_processes_write_the_records_one_process_writes(base_pa
     cfg = config.load("smoke")
     tasks = load_tasks("frozenlake", "test", n=3, **settings(cfg))
     sampling = Sampling(1.0, 1.0, 6)
-    roster = {"base": Agent("base", base_path, cfg), "sharp": Agent("sharp", base_path, cfg, temperature=0.5),
-              "greedy": Agent("greedy", base_path, cfg, temperature=0.0)}  # fmt: skip
+    roster = {
+        "base": Agent("base", base_path, cfg),
+        "sharp": Agent("sharp", base_path, cfg, temperature=0.5),
+        "greedy": Agent("greedy", base_path, cfg, temperature=0.0),
+    }
     runs = {}
     for workers in (1, 2):
         rec, full = store.Records(tmp_path / f"r{workers}"), store.Records(tmp_path / f"t{workers}")
@@ -261,7 +273,16 @@ def test_models_in_worker_processes_write_the_records_one_process_writes(base_pa
     assert [r["model"] for r in rec2[:: 3 * 2]] == ["base", "base", "sharp", "sharp", "greedy", "greedy"]
     # a policy loaded here is evaluated here, whatever `workers` says
     pol = HFPolicy.from_pretrained(base_path, name="base")
-    mixed = evaluate.evaluate_grid({"base": pol, "sharp": roster["sharp"]}, "frozenlake", tasks, [2], 2, sampling,
-                                   5, store.Records(tmp_path / "m"), workers=2)  # fmt: skip
+    mixed = evaluate.evaluate_grid(
+        {"base": pol, "sharp": roster["sharp"]},
+        "frozenlake",
+        tasks,
+        [2],
+        2,
+        sampling,
+        5,
+        store.Records(tmp_path / "m"),
+        workers=2,
+    )
     same = df1[(df1["budget"] == 2) & df1["model"].isin(["base", "sharp"])].reset_index(drop=True)
     assert mixed.equals(same)

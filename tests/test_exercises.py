@@ -22,9 +22,27 @@ from helpers.config import REPO_ROOT
 
 ALLOWED_ROOTS = {"helpers", "numpy", "pandas", "torch"} | set(sys.stdlib_module_names)
 # calls that write under the results folder (records, tables, models, caches): a snippet must not make them
-WRITES = {"open_run", "write_metrics", "write_table", "save_figure", "write_manifest", "rl_train", "train_runs",
-          "train_many", "train_grid", "recorded_trajectories", "evaluate_grid", "sharpened", "agents",
-          "rewrite", "write_atomic", "write_text", "save_pretrained", "evaluate", "probe_pool"}  # fmt: skip
+WRITES = {
+    "open_run",
+    "write_metrics",
+    "write_table",
+    "save_figure",
+    "write_manifest",
+    "rl_train",
+    "train_runs",
+    "train_many",
+    "train_grid",
+    "recorded_trajectories",
+    "evaluate_grid",
+    "sharpened",
+    "agents",
+    "rewrite",
+    "write_atomic",
+    "write_text",
+    "save_pretrained",
+    "evaluate",
+    "probe_pool",
+}
 NOTEBOOKS = {p.stem: p for p in run.notebooks()}
 
 
@@ -175,8 +193,16 @@ def test_code_leaves_the_notebooks_variables_alone(ex):
 
 
 def _entry(ex, **kw):
-    return {"seconds": 3.4, "code": ex.digest, "commit": "abc1234def5678", "profile": "cpu", "cpu_count": 2,
-            "torch_threads": 2, "date": "2026-12-01T00:00:00+00:00", **kw}  # fmt: skip
+    return {
+        "seconds": 3.4,
+        "code": ex.digest,
+        "commit": "abc1234def5678",
+        "profile": "cpu",
+        "cpu_count": 2,
+        "torch_threads": 2,
+        "date": "2026-12-01T00:00:00+00:00",
+        **kw,
+    }
 
 
 def test_section_renders_every_field_and_says_not_measured_yet(tmp_path):

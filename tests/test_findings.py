@@ -137,11 +137,21 @@ def test_findings_00_testbed_numbers():
 def _deepcoder_00() -> dict:
     """The committed notebook 00 metrics as a DeepCoder-MT series would write them (without the protocol)."""
     m = _metrics("00_environments")
-    return {k: v for k, v in m.items() if k != "frozenlake"} | {"env": "deepcoder", "tasks": {"train": 40, "test": 20,
-            "t_max": [5, 5]}, "step_oracle": {"step_oracle": True, "oracle_note": "the share of unit tests passed"},
-            "series": {"task_id": "dc-7", "t_max": 5, "reference_turns": 1, "reference_success": True,
-                       "reference_step_quality": [1.0], "base_success": False, "base_turns": 5,
-                       "base_invalid_turns": 3}}  # fmt: skip
+    return {k: v for k, v in m.items() if k != "frozenlake"} | {
+        "env": "deepcoder",
+        "tasks": {"train": 40, "test": 20, "t_max": [5, 5]},
+        "step_oracle": {"step_oracle": True, "oracle_note": "the share of unit tests passed"},
+        "series": {
+            "task_id": "dc-7",
+            "t_max": 5,
+            "reference_turns": 1,
+            "reference_success": True,
+            "reference_step_quality": [1.0],
+            "base_success": False,
+            "base_turns": 5,
+            "base_invalid_turns": 3,
+        },
+    }
 
 
 def test_findings_00_on_another_environment():
@@ -260,16 +270,36 @@ def test_findings_02_budget_probe_on_a_hand_made_probe():
         return {"mean": mean, "low": low, "high": high, "n_states": 30, "n_maps": 12}
 
     agents = {
-        "base": {"kind": "model", "responsiveness": entry(0.01, -0.02, 0.04), "tv_sensitive": entry(0.05, 0, 0.1),
-                 "tv_control": entry(0.04, 0, 0.1)},
-        "grpo-s0": {"kind": "model", "responsiveness": entry(0.2, 0.1, 0.3), "tv_sensitive": entry(0.3, 0.2, 0.4),
-                    "tv_control": entry(0.06, 0, 0.1)},
-        "budgetmix-s0": {"kind": "model", "responsiveness": entry(-0.2, -0.3, -0.1),
-                         "tv_sensitive": entry(0.2, 0.1, 0.3), "tv_control": entry(0.07, 0, 0.1)},
+        "base": {
+            "kind": "model",
+            "responsiveness": entry(0.01, -0.02, 0.04),
+            "tv_sensitive": entry(0.05, 0, 0.1),
+            "tv_control": entry(0.04, 0, 0.1),
+        },
+        "grpo-s0": {
+            "kind": "model",
+            "responsiveness": entry(0.2, 0.1, 0.3),
+            "tv_sensitive": entry(0.3, 0.2, 0.4),
+            "tv_control": entry(0.06, 0, 0.1),
+        },
+        "budgetmix-s0": {
+            "kind": "model",
+            "responsiveness": entry(-0.2, -0.3, -0.1),
+            "tv_sensitive": entry(0.2, 0.1, 0.3),
+            "tv_control": entry(0.07, 0, 0.1),
+        },
         "optimum": {"kind": "scripted", "responsiveness": entry(2.0, 2.0, 2.0)},
-    }  # fmt: skip
-    bp = {"n_sensitive": 30, "n_control": 40, "n_maps_sensitive": 12, "n_maps_control": 20, "agents": agents,
-          "sources": ["base", "grpo-s0"], "n_distinct_states": 500, "order": list(agents)[::-1]}  # fmt: skip
+    }
+    bp = {
+        "n_sensitive": 30,
+        "n_control": 40,
+        "n_maps_sensitive": 12,
+        "n_maps_control": 20,
+        "agents": agents,
+        "sources": ["base", "grpo-s0"],
+        "n_distinct_states": 500,
+        "order": list(agents)[::-1],
+    }
     text = "\n".join(budgetmix.swap_findings({"env": "frozenlake", "budget_probe": bp}))
     assert "30 budget-sensitive states on 12 maps and 40 control states on 20 maps" in text
     assert (
@@ -365,8 +395,16 @@ def test_the_readmes_results_block_is_the_committed_run(tmp_path, monkeypatch):
 
 
 def _verdict(diff: float, low: float, high: float, mde: float = 4.5) -> dict:
-    return {"diff": diff, "low": low, "high": high, "mde": mde, "sd_diff": 3.0, "excludes_zero": low > 0 or high < 0,
-            "n_seeds": 3, "per_seed": [diff - 1, diff, diff + 1]}  # fmt: skip
+    return {
+        "diff": diff,
+        "low": low,
+        "high": high,
+        "mde": mde,
+        "sd_diff": 3.0,
+        "excludes_zero": low > 0 or high < 0,
+        "n_seeds": 3,
+        "per_seed": [diff - 1, diff, diff + 1],
+    }
 
 
 def test_findings_02_decide_by_the_paired_intervals_and_state_the_mde():
@@ -398,8 +436,11 @@ def test_findings_03_decide_growth_with_T_by_the_paired_change():
         c: {str(T): _verdict(2.0, -1.0, 5.0) for T in Ts} for c in m["pass_at_t_gap_points"]
     }
     m["power"] = 0.8
-    for low, high, word in ((1.0, 9.0, "it grows with T"), (-9.0, -1.0, "it shrinks with T"),
-                            (-3.0, 9.0, "this sample cannot tell whether it grows with T")):  # fmt: skip
+    for low, high, word in (
+        (1.0, 9.0, "it grows with T"),
+        (-9.0, -1.0, "it shrinks with T"),
+        (-3.0, 9.0, "this sample cannot tell whether it grows with T"),
+    ):
         m["trend"] = {"grpo - base": _verdict(4.0, low, high) | {"T_min": Ts[0], "T_max": Ts[-1]}}
         text = "\n".join(pass_kt.findings(m))
         assert f"the change, paired by seed, {fmt.verdict(m['trend']['grpo - base'])}: {word}." in text
@@ -423,14 +464,20 @@ def test_short_version_decides_each_claim_by_its_interval(monkeypatch):
     assert fmt.side(r["low"], r["high"]) in door
     m = copy.deepcopy(committed)
     rs = m["01_grpo_training"]["grpo"]["R_single"]
-    for ci, words in (([0.01, 0.05], "unlike the paper, R_single rose"), ([-0.05, -0.01], "as in the paper"),
-                      ([-0.01, 0.05], "R_single did not move distinguishably")):  # fmt: skip
+    for ci, words in (
+        ([0.01, 0.05], "unlike the paper, R_single rose"),
+        ([-0.05, -0.01], "as in the paper"),
+        ([-0.01, 0.05], "R_single did not move distinguishably"),
+    ):
         rs["change"], rs["change_ci"] = 0.02, ci
         monkeypatch.setattr(report, "_get", fake(m))
         assert words in report.short_version("cpu")[0]
     t = m["03_pass_at_kt_sweep"]["trend"]["grpo - base"]
-    for (lo, hi), words in (((1.0, 5.0), "it grows with T"), ((-5.0, -1.0), "it shrinks with T"),
-                            ((-1.0, 5.0), "this sample cannot tell")):  # fmt: skip
+    for (lo, hi), words in (
+        ((1.0, 5.0), "it grows with T"),
+        ((-5.0, -1.0), "it shrinks with T"),
+        ((-1.0, 5.0), "this sample cannot tell"),
+    ):
         t |= {"diff": 2.0, "low": lo, "high": hi}
         monkeypatch.setattr(report, "_get", fake(m))
         assert words in next(x for x in report.short_version("cpu") if "grows with T" in x)

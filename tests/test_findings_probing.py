@@ -107,14 +107,21 @@ def test_matched_findings_read_the_verdicts_from_the_intervals():
     _with_differences(m["matched_states"])
     m["power"] = 0.8
     rb = m["matched_states"]["rl_vs_base"]
-    means = {(0.011, -0.009, 0.031): "on average: +0.011 [-0.009, +0.031] (contains 0; MDE 0.030): contains 0: this "
-                                     "sample cannot tell",
-             (-0.02, -0.035, -0.005): "RL's steps are worse on average: as in the paper (no better)",
-             (0.02, 0.005, 0.035): "RL's steps are better on average: not as in the paper"}  # fmt: skip
-    often = {(0.05, 0.01, 0.09): "wins minus losses +0.050 [+0.010, +0.090] (above 0; MDE 0.030): RL wins at more "
-                                 "states than it loses: not as in the paper",
-             (-0.05, -0.09, -0.01): "RL loses at more states than it wins: as in the paper",
-             (0.01, -0.03, 0.05): "wins minus losses +0.010 [-0.030, +0.050] (contains 0; MDE 0.030): contains 0"}  # fmt: skip
+    means = {
+        (
+            0.011,
+            -0.009,
+            0.031,
+        ): "on average: +0.011 [-0.009, +0.031] (contains 0; MDE 0.030): contains 0: this sample cannot tell",
+        (-0.02, -0.035, -0.005): "RL's steps are worse on average: as in the paper (no better)",
+        (0.02, 0.005, 0.035): "RL's steps are better on average: not as in the paper",
+    }
+    often = {
+        (0.05, 0.01, 0.09): "wins minus losses +0.050 [+0.010, +0.090] (above 0; MDE 0.030): RL wins at more "
+        "states than it loses: not as in the paper",
+        (-0.05, -0.09, -0.01): "RL loses at more states than it wins: as in the paper",
+        (0.01, -0.03, 0.05): "wins minus losses +0.010 [-0.030, +0.050] (contains 0; MDE 0.030): contains 0",
+    }
     for (diff, low, high), verdict in means.items():  # each half decided by its own interval, independently
         for (n_diff, n_low, n_high), share_verdict in often.items():
             rb["paired"] = _paired(diff, low, high)
@@ -125,8 +132,10 @@ def test_matched_findings_read_the_verdicts_from_the_intervals():
                 base = _claim(lines)["base"]
                 assert verdict in base and share_verdict in base and _unexplained(lines, m) == []
                 assert f"on average: {fmt.verdict(rb['paired'], digits=3)}" in base
-                assert (f"how often: wins {fmt.percent(rb['better'])} / ties {fmt.percent(rb['tie'])} / losses "
-                        f"{fmt.percent(rb['worse'])}, wins minus losses") in base  # fmt: skip
+                assert (
+                    f"how often: wins {fmt.percent(rb['better'])} / ties {fmt.percent(rb['tie'])} / losses "
+                    f"{fmt.percent(rb['worse'])}, wins minus losses"
+                ) in base
     sharp = _claim(matched.findings(m))["sharp"]
     assert "a per-step gain beyond sharpening" in sharp  # net win above 0 against the sharpened base
     assert "on average: +0.011 [-0.009, +0.031] (contains 0; MDE 0.030): contains 0" in sharp
@@ -179,20 +188,32 @@ def test_skipped_metrics_and_findings_on_an_environment_without_a_step_oracle(en
     cfg = config.load("smoke")  # a skip's summary reads no setting of the profile
     oracle = envs.step_oracle(env)
     assert not oracle["step_oracle"]
-    for module, result, why in ((matched, matched.Probe(oracle), matched.SKIPPED),
-                                (recovery, recovery.Recovery(oracle), recovery.SKIPPED)):  # fmt: skip
+    for module, result, why in (
+        (matched, matched.Probe(oracle), matched.SKIPPED),
+        (recovery, recovery.Recovery(oracle), recovery.SKIPPED),
+    ):
         m = module.summary(cfg, result)
         assert m == probing.skipped(oracle, why) == {**oracle, "skipped": why}
         assert module.figures(result) == {} and module.statement(result) == probing.oracle_statement(oracle)
         lines = module.findings(m)
-        assert lines == [f"- **Skipped on {env}:** {why}, and {env} has none ({oracle['oracle_note']}); the paper "
-                         "runs this analysis on FrozenLake and DeepCoder-MT only."]  # fmt: skip
+        assert lines == [
+            f"- **Skipped on {env}:** {why}, and {env} has none ({oracle['oracle_note']}); the paper "
+            "runs this analysis on FrozenLake and DeepCoder-MT only."
+        ]
         assert _unexplained(lines, m) == []
 
 
 def _paired(diff: float, low: float, high: float, mde: float = 0.03) -> dict:
-    return {"diff": diff, "low": low, "high": high, "mde": mde, "sd_diff": 0.02, "excludes_zero": low > 0 or high < 0,
-            "n_seeds": 3, "per_seed": [diff, diff, diff]}  # fmt: skip
+    return {
+        "diff": diff,
+        "low": low,
+        "high": high,
+        "mde": mde,
+        "sd_diff": 0.02,
+        "excludes_zero": low > 0 or high < 0,
+        "n_seeds": 3,
+        "per_seed": [diff, diff, diff],
+    }
 
 
 def _with_differences(s: dict) -> None:
@@ -262,8 +283,11 @@ def test_llr_direction_is_decided_by_the_interval_of_the_difference():
     m["cum_llr_successful"]["rl"]["ci"] = [5.0, 6.0]  # far apart intervals decide nothing
     direction = next(line for line in llr.findings(m) if line.startswith("- **Direction:**"))
     assert "no verdict from this run" in direction
-    cases = {(1.7, 0.9, 2.5): "are likelier under RL", (-0.4, -0.7, -0.1): "are less likely under RL",
-             (0.3, -0.5, 1.1): "cannot tell the direction"}  # fmt: skip
+    cases = {
+        (1.7, 0.9, 2.5): "are likelier under RL",
+        (-0.4, -0.7, -0.1): "are less likely under RL",
+        (0.3, -0.5, 1.1): "cannot tell the direction",
+    }
     for (diff, low, high), verdict in cases.items():
         m["cum_llr_difference"] = _paired(diff, low, high)
         lines = llr.findings(m)
@@ -283,12 +307,34 @@ def test_llr_difference_pairs_the_seeds():
     for k, (r, b) in enumerate([(2.0, 1.0), (3.0, 0.5), (2.5, 1.5)]):
         for role, v in (("rl", r), ("base", b)):
             for t, extra in enumerate((0.2, -0.2)):  # two successful trajectories, last turn's value counts
-                rows += [{"rl_seed": f"grpo-s{k}", "trajectories_of": role, "trajectory": t, "turn": 1,
-                          "cum_llr": 99.0, "success": True},
-                         {"rl_seed": f"grpo-s{k}", "trajectories_of": role, "trajectory": t, "turn": 2,
-                          "cum_llr": v + extra, "success": True}]  # fmt: skip
-            rows.append({"rl_seed": f"grpo-s{k}", "trajectories_of": role, "trajectory": 9, "turn": 1,
-                         "cum_llr": -50.0, "success": False})  # fmt: skip
+                rows += [
+                    {
+                        "rl_seed": f"grpo-s{k}",
+                        "trajectories_of": role,
+                        "trajectory": t,
+                        "turn": 1,
+                        "cum_llr": 99.0,
+                        "success": True,
+                    },
+                    {
+                        "rl_seed": f"grpo-s{k}",
+                        "trajectories_of": role,
+                        "trajectory": t,
+                        "turn": 2,
+                        "cum_llr": v + extra,
+                        "success": True,
+                    },
+                ]
+            rows.append(
+                {
+                    "rl_seed": f"grpo-s{k}",
+                    "trajectories_of": role,
+                    "trajectory": 9,
+                    "turn": 1,
+                    "cum_llr": -50.0,
+                    "success": False,
+                }
+            )
     d = llr.llr_difference(pd.DataFrame(rows), ["grpo-s0", "grpo-s1", "grpo-s2"])
     assert d == stats.paired_verdict([2.0, 3.0, 2.5], [1.0, 0.5, 1.5], 0.95, llr.POWER)
     assert d["diff"] == pytest.approx(1.5)

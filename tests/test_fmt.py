@@ -10,12 +10,25 @@ from helpers import fmt
 
 @pytest.mark.parametrize(
     ("x", "kw", "text"),
-    [(0.5004, {}, "0.500"), (-0.0001, {}, "0.000"), (-0.0, {"digits": 1}, "0.0"), (-0.4, {"digits": 0}, "0"),
-     (-0.6, {"digits": 0}, "-1"), (1e-9, {}, "0.000"), (12.25, {"digits": 1}, "12.2"), (123456.0, {}, "123456.000"),
-     (float("nan"), {}, "NaN"), (None, {}, "n/a"), (0.714, {"digits": 1, "scale": 100}, "71.4"),
-     (0.124, {"sign": True}, "+0.124"), (-0.05, {"sign": True}, "-0.050"), (0.0, {"sign": True}, "0.000"),
-     (-0.0004, {"sign": True}, "0.000"), (3, {"digits": 0}, "3")],
-)  # fmt: skip
+    [
+        (0.5004, {}, "0.500"),
+        (-0.0001, {}, "0.000"),
+        (-0.0, {"digits": 1}, "0.0"),
+        (-0.4, {"digits": 0}, "0"),
+        (-0.6, {"digits": 0}, "-1"),
+        (1e-9, {}, "0.000"),
+        (12.25, {"digits": 1}, "12.2"),
+        (123456.0, {}, "123456.000"),
+        (float("nan"), {}, "NaN"),
+        (None, {}, "n/a"),
+        (0.714, {"digits": 1, "scale": 100}, "71.4"),
+        (0.124, {"sign": True}, "+0.124"),
+        (-0.05, {"sign": True}, "-0.050"),
+        (0.0, {"sign": True}, "0.000"),
+        (-0.0004, {"sign": True}, "0.000"),
+        (3, {"digits": 0}, "3"),
+    ],
+)
 def test_number_is_fixed_point_and_never_minus_zero(x, kw, text):
     assert fmt.number(x, **kw) == text
 
@@ -82,17 +95,26 @@ def test_header_plain_words_keep_paper_and_method_names():
     assert fmt.header("rl_sharp vs sharp") == "sharpened RL vs sharpened base"
     assert fmt.header("rl_vs_base") == "RL vs base"
     assert [fmt.header(n) for n in ("R_multi", "T_max", "oracle_q - grpo", "grpo-s0", 0.25)] == [
-        "R_multi", "T_max", "oracle_q - grpo", "grpo-s0", 0.25
-    ]  # fmt: skip
+        "R_multi",
+        "T_max",
+        "oracle_q - grpo",
+        "grpo-s0",
+        0.25,
+    ]
 
 
 def test_table_drops_empty_columns_names_rows_and_shows_not_applicable():
     import pandas as pd
 
     df = pd.DataFrame(
-        {"T": [1, 2, 3], "upper_bound": [0.27, 0.472, 0.625], "base": [float("nan"), 0.142, float("nan")],
-         "n_maps": [36.0, 72.0, 100.0], "unused": [float("nan")] * 3}
-    )  # fmt: skip
+        {
+            "T": [1, 2, 3],
+            "upper_bound": [0.27, 0.472, 0.625],
+            "base": [float("nan"), 0.142, float("nan")],
+            "n_maps": [36.0, 72.0, 100.0],
+            "unused": [float("nan")] * 3,
+        }
+    )
     t = fmt.table(df)
     assert list(t.columns) == ["structural upper bound", "base", "maps"]  # the all-NaN column is gone
     assert t.index.name == "T" and list(t.index) == [1, 2, 3]  # the first column names the rows, not 0, 1, 2
@@ -106,10 +128,14 @@ def test_table_cells_dicts_lists_intervals():
     import pandas as pd
 
     df = pd.DataFrame(
-        {"error_minus_matched": [-0.028], "ci": [[-0.116, 0.080]], "per_seed": [[-0.093, 0.006, 0.113]],
-         "paired": [{"diff": -0.028017, "low": -0.1381, "high": 0.081, "n_seeds": 5, "mde": 0.1}]},
+        {
+            "error_minus_matched": [-0.028],
+            "ci": [[-0.116, 0.080]],
+            "per_seed": [[-0.093, 0.006, 0.113]],
+            "paired": [{"diff": -0.028017, "low": -0.1381, "high": 0.081, "n_seeds": 5, "mde": 0.1}],
+        },
         index=["rl_vs_base"],
-    )  # fmt: skip
+    )
     t = fmt.table(df)
     assert list(t.index) == ["RL vs base"]
     row = t.iloc[0].tolist()
@@ -134,11 +160,25 @@ def test_table_index_columns_and_rename():
 
 
 def test_record_pairs_listing():
-    r = fmt.record({"task_id": "x", "calls": 10, "success": True, "check": {"valid": False, "error_type": "e"},
-                    "classes": ["A", "B"], "transcript": []}, skip=("transcript",))  # fmt: skip
+    r = fmt.record(
+        {
+            "task_id": "x",
+            "calls": 10,
+            "success": True,
+            "check": {"valid": False, "error_type": "e"},
+            "classes": ["A", "B"],
+            "transcript": [],
+        },
+        skip=("transcript",),
+    )
     assert r.index.name == "quantity" and r["value"].to_dict() == {
-        "task id": "x", "calls": 10, "success": True, "check: valid": False, "check: error type": "e", "classes": "A, B"
-    }  # fmt: skip
+        "task id": "x",
+        "calls": 10,
+        "success": True,
+        "check: valid": False,
+        "check: error type": "e",
+        "classes": "A, B",
+    }
     assert fmt.pairs({1: 21, 2: 38}, key="T") == "T = 1: 21, T = 2: 38"
     assert fmt.listing([1, 2, 3]) == "1, 2, 3"
 

@@ -111,8 +111,11 @@ def test_knowing_the_budget_is_worth_nothing_without_slip_and_something_with_it(
         pi = fl.stationary_policy(task, 0.99)
         for T in range(1, 9):
             assert fl.policy_success(task, pi, T) == pytest.approx(fl.upper_bound(task, T), abs=1e-12)
-    gaps = [fl.upper_bound(slippery_task(d), 3) - fl.policy_success(slippery_task(d), fl.stationary_policy(
-        slippery_task(d)), 3) for d in maps]  # fmt: skip
+    gaps = [
+        fl.upper_bound(slippery_task(d), 3)
+        - fl.policy_success(slippery_task(d), fl.stationary_policy(slippery_task(d)), 3)
+        for d in maps
+    ]
     assert min(gaps) >= -1e-12 and max(gaps) > 0.05
 
 
@@ -157,8 +160,11 @@ def test_invalid_actions_use_the_turn_and_say_why():
     env = make("frozenlake")
     env.reset(task, budget=3)
     s0 = env.state
-    for text, why in [("Left", "no <answer>"), ("<answer>jump</answer>", "unknown move"),
-                      ("<answer>Up</answer><answer>Up</answer>", "2 answers")]:  # fmt: skip
+    for text, why in [
+        ("Left", "no <answer>"),
+        ("<answer>jump</answer>", "unknown move"),
+        ("<answer>Up</answer><answer>Up</answer>", "2 answers"),
+    ]:
         before = env.remaining
         if env.done:
             break

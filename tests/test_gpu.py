@@ -34,8 +34,14 @@ LOGP_ATOL = 2e-3  # float32 on both sides; kernels differ (cuBLAS vs CPU, vLLM's
 # A tiny Qwen3 whose attention takes the kernels Qwen3-4B's does on a GPU (bfloat16 and Qwen3's head_dim 64 and up:
 # FlashAttention in vLLM; float32 takes the FlexAttention fallback, as vLLM's FlashAttention backend supports float16
 # and bfloat16 only), with the smoke base's tokenizer and SFT.
-WIDE = dict(model__tiny__hidden_size=256, model__tiny__num_layers=2, model__tiny__num_heads=4, model__tiny__num_kv_heads=2,
-            model__tiny__head_dim=64, model__tiny__intermediate_size=512)  # fmt: skip
+WIDE = dict(
+    model__tiny__hidden_size=256,
+    model__tiny__num_layers=2,
+    model__tiny__num_heads=4,
+    model__tiny__num_kv_heads=2,
+    model__tiny__head_dim=64,
+    model__tiny__intermediate_size=512,
+)
 # bfloat16 tolerance on a log-prob: |a - b| <= BF16_RTOL * (1 + |log p|). bfloat16 keeps 8 significant bits (unit
 # roundoff 2^-9 = 0.002): rounding the weights and every activation perturbs each logit by a fraction of a percent of
 # the logit gaps, so a token's log-prob moves in proportion to its size (a log-prob of -20 is a gap of 20 logits).
@@ -102,9 +108,15 @@ class Engines:
 
         if self.key != key:
             self.close()
-            self.policy = VLLMPolicy.from_pretrained(path, device="cuda", dtype=dtype, gpu_memory_utilization=0.2,
-                                                     max_model_len=1024, enable_sleep_mode=True,
-                                                     enforce_eager=True)  # fmt: skip
+            self.policy = VLLMPolicy.from_pretrained(
+                path,
+                device="cuda",
+                dtype=dtype,
+                gpu_memory_utilization=0.2,
+                max_model_len=1024,
+                enable_sleep_mode=True,
+                enforce_eager=True,
+            )
             self.key = key
         return self.policy
 
@@ -197,8 +209,14 @@ def test_grpo_steps_with_vllm_rollouts_and_weight_sync(tiny, vllm_policy):
 
     cfg, path, _ = tiny
     # a large step, so the change is unmistakable; 8 groups of 8, so some group has rewards that differ
-    cfg = config.load("smoke", model__device="cuda", train__lr=3e-2, train__tasks_per_step=8, train__group_size=8,
-                      train__minibatch_size=64)  # fmt: skip
+    cfg = config.load(
+        "smoke",
+        model__device="cuda",
+        train__lr=3e-2,
+        train__tasks_per_step=8,
+        train__group_size=8,
+        train__minibatch_size=64,
+    )
     model, tok = models.load(path, device="cuda", dtype="float32")
     ref, _ = models.load(path, device="cuda", dtype="float32")
     ref.requires_grad_(False)
@@ -212,8 +230,16 @@ def test_grpo_steps_with_vllm_rollouts_and_weight_sync(tiny, vllm_policy):
     rng = np.random.default_rng(0)
     sampling = Sampling.from_config(cfg.sampling)
     for step in (1, 2):
-        trajs = rollout(vllm_policy, cfg.env.name, tasks, cfg.env.frozenlake.t_max, cfg.train.group_size, sampling,
-                        seed=step, step_quality=False)  # fmt: skip
+        trajs = rollout(
+            vllm_policy,
+            cfg.env.name,
+            tasks,
+            cfg.env.frozenlake.t_max,
+            cfg.train.group_size,
+            sampling,
+            seed=step,
+            step_quality=False,
+        )
         before_update(vllm_policy)
         assert vllm_policy.asleep
         upd = train.ppo_update(model, ref, opt, trajs, cfg, rng)
@@ -236,8 +262,16 @@ def test_bf16_update_on_cuda_moves_every_float32_parameter(tiny):
     cfg = config.load("smoke", model__device="cuda", model__dtype="bfloat16", train__lr=1e-6)
     model, tok = models.load_trainable(path, device="cuda")
     ref, _ = models.load(path, device="cuda", dtype="bfloat16")
-    trajs = rollout(HFPolicy(model, tok), cfg.env.name, tasks[:4], cfg.env.frozenlake.t_max, 4,
-                    Sampling.from_config(cfg.sampling), seed=0, step_quality=False)  # fmt: skip
+    trajs = rollout(
+        HFPolicy(model, tok),
+        cfg.env.name,
+        tasks[:4],
+        cfg.env.frozenlake.t_max,
+        4,
+        Sampling.from_config(cfg.sampling),
+        seed=0,
+        step_quality=False,
+    )
     for i, t in enumerate(trajs):
         t.reward, t.exhausted = float(i % 2), False  # non-zero advantages in every group
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
@@ -346,8 +380,9 @@ def test_trl_vllm_sync_moves_the_engine(tiny, engines, tmp_path):
     cfg = config.load(
         "smoke", model__device="cuda", model__max_model_len=512, model__gpu_memory_utilization=0.2
     )
-    trainer = train_trl.build_trainer(cfg, "full", max_steps=1, output_dir=tmp_path / "trl", use_vllm=True,
-                                      vllm_sleep_mode=True)  # fmt: skip
+    trainer = train_trl.build_trainer(
+        cfg, "full", max_steps=1, output_dir=tmp_path / "trl", use_vllm=True, vllm_sleep_mode=True
+    )
     try:
         tok = trainer.processing_class
         probe = greedy_rollout(HFPolicy.from_pretrained(path, device="cuda"), cfg, tasks[:3])
@@ -409,8 +444,10 @@ class _FakeLLM:
         self.calls, self.kwargs = calls, kwargs
         runner_model = types.SimpleNamespace(load_weights=lambda w: calls.append(("load_weights", w[0][0])))
         worker = types.SimpleNamespace(model_runner=types.SimpleNamespace(model=runner_model))
-        self.llm_engine = types.SimpleNamespace(model_executor=types.SimpleNamespace(driver_worker=worker),
-                                                engine_core=types.SimpleNamespace(shutdown=lambda: calls.append("shutdown")))  # fmt: skip
+        self.llm_engine = types.SimpleNamespace(
+            model_executor=types.SimpleNamespace(driver_worker=worker),
+            engine_core=types.SimpleNamespace(shutdown=lambda: calls.append("shutdown")),
+        )
 
     def sleep(self, level):
         self.calls.append(("sleep", level))
@@ -440,9 +477,18 @@ def test_wake_up_empties_torch_cache_before_vllm_takes_memory_back(monkeypatch):
         policy = VLLMPolicy(_FakeLLM(calls), tok, sleep_level=level)
         policy.sleep()
         policy.wake_up(model)
-        assert calls == [("sleep", level), "gc", "empty_cache", ("wake_up", ("weights",)),
-                         ("load_weights", "weight"), ("load_weights", "bias"), "reset_prefix_cache",
-                         "gc", "empty_cache", ("wake_up", ("kv_cache",))]  # fmt: skip
+        assert calls == [
+            ("sleep", level),
+            "gc",
+            "empty_cache",
+            ("wake_up", ("weights",)),
+            ("load_weights", "weight"),
+            ("load_weights", "bias"),
+            "reset_prefix_cache",
+            "gc",
+            "empty_cache",
+            ("wake_up", ("kv_cache",)),
+        ]
         assert not policy.asleep
     # level 2 dropped the weights: waking without a model is refused before any memory comes back
     calls.clear()
@@ -517,8 +563,10 @@ def test_the_trl_rollout_has_trl_push_the_weights_after_a_level_2_sleep():
     from helpers.train_trl import KitRollout
 
     calls: list = []
-    llm = types.SimpleNamespace(wake_up=lambda tags: calls.append(("wake_up", tuple(tags))),
-                                sleep=lambda level: calls.append(("sleep", level)))  # fmt: skip
+    llm = types.SimpleNamespace(
+        wake_up=lambda tags: calls.append(("wake_up", tuple(tags))),
+        sleep=lambda level: calls.append(("sleep", level)),
+    )
 
     def sync():
         calls.append("sync_weights")
@@ -527,8 +575,9 @@ def test_the_trl_rollout_has_trl_push_the_weights_after_a_level_2_sleep():
     gen = types.SimpleNamespace(
         enable_sleep_mode=True, _llm_weights_sleeping=True, llm=llm, sync_weights=sync
     )
-    trainer = types.SimpleNamespace(use_vllm=True, vllm_generation=gen,
-                                    args=types.SimpleNamespace(vllm_max_model_length=512))  # fmt: skip
+    trainer = types.SimpleNamespace(
+        use_vllm=True, vllm_generation=gen, args=types.SimpleNamespace(vllm_max_model_length=512)
+    )
     rollout_fn = KitRollout.__new__(KitRollout)
     rollout_fn.tokenizer, rollout_fn.mode = types.SimpleNamespace(eos_token_id=2), "full"
     rollout_fn.chat = types.SimpleNamespace(kw={})

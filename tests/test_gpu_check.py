@@ -248,8 +248,17 @@ def test_the_benchmark_imports_the_kit_from_its_own_folder(tmp_path):
 
 def test_wheelhouse_builder_targets_the_box_not_itself():
     args = build_gpu_wheelhouse.target_args("3.11", build_gpu_wheelhouse.ARCHES["aarch64"])
-    assert args[:9] == ["--only-binary=:all:", "--python-version", "3.11", "--implementation", "cp", "--abi",
-                        "cp311", "--platform", "manylinux_2_28_aarch64"]  # fmt: skip
+    assert args[:9] == [
+        "--only-binary=:all:",
+        "--python-version",
+        "3.11",
+        "--implementation",
+        "cp",
+        "--abi",
+        "cp311",
+        "--platform",
+        "manylinux_2_28_aarch64",
+    ]
     pins = gpu_preflight.read_pins()
     needed = {gpu_preflight.canonical(d) for d, _, _ in gpu_preflight.PACKAGES if d not in gpu_preflight.BOX}
     assert set(BARE_BOX_LACKS) <= needed and all(

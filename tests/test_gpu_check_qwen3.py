@@ -51,8 +51,10 @@ def test_a_folder_missing_a_weight_shard_is_not_run(tmp_path):
     assert steps.find_qwen3(str(tmp_path)) == (tmp_path, "")
     assert steps.find_qwen3(str(tmp_path / "nowhere"))[0] is None
     assert steps.missing_model_files(tmp_path / "nowhere") == [
-        "config.json", "tokenizer_config.json", "model.safetensors (or model.safetensors.index.json)"
-    ]  # fmt: skip
+        "config.json",
+        "tokenizer_config.json",
+        "model.safetensors (or model.safetensors.index.json)",
+    ]
 
 
 def test_the_verdict_needs_moved_weights_and_finite_numbers():
@@ -86,8 +88,15 @@ def test_the_qwen3_step_runs_end_to_end_on_a_tiny_qwen3(qwen3_dir, tmp_path, mon
     folder = tmp_path / "tiny-qwen3"
     shutil.copytree(qwen3_dir, folder)
     tok = q.load(folder)
-    size = TinyModelConfig(hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=1, head_dim=16,
-                           intermediate_size=64, max_position_embeddings=4096)  # fmt: skip
+    size = TinyModelConfig(
+        hidden_size=32,
+        num_layers=1,
+        num_heads=2,
+        num_kv_heads=1,
+        head_dim=16,
+        intermediate_size=64,
+        max_position_embeddings=4096,
+    )
     models.tiny_model(size, tok, vocab_size=q.VOCAB_SIZE).save_pretrained(folder)
     monkeypatch.setenv(steps.QWEN3_ENV, str(folder))
     report = tmp_path / "qwen3_4b.json"

@@ -16,8 +16,10 @@ def result(history: list[dict], unchanged: list[str], rc: int = 0) -> dict:
 
 
 FLAT = [{"step": 1, "frac_reward_zero_std": 1.0, "reward_std": 0.0}, {"step": 2, "loss": 0.0}]
-VARIED = [{"step": 1, "frac_reward_zero_std": 1.0, "reward_std": 0.0},
-          {"step": 2, "frac_reward_zero_std": 0.5, "reward_std": 0.4}]  # fmt: skip
+VARIED = [
+    {"step": 1, "frac_reward_zero_std": 1.0, "reward_std": 0.0},
+    {"step": 2, "frac_reward_zero_std": 0.5, "reward_std": 0.4},
+]
 
 
 def test_no_reward_variance_is_its_own_outcome_whatever_moved():

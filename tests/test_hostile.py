@@ -70,8 +70,14 @@ def assert_env() -> tuple[CodeEnv, Task]:
         "entry_point": "f",
         "code": "def check(candidate):\n    assert candidate(1) == 2\n",
     }
-    payload = {"source": "humaneval", "problem": "f(1) == 2", "starter_code": "", "setup": "", "tests": [test],
-               "reference": "def f(x):\n    return 2\n"}  # fmt: skip
+    payload = {
+        "source": "humaneval",
+        "problem": "f(1) == 2",
+        "starter_code": "",
+        "setup": "",
+        "tests": [test],
+        "reference": "def f(x):\n    return 2\n",
+    }
     env = CodeEnv(timeout_s=1.0)
     task = Task("hostile-assert", "deepcoder", payload, 4)
     env.reset(task, 4)
@@ -123,8 +129,11 @@ def test_a_reply_of_millions_of_empty_dicts_costs_the_kit_little_memory(boundary
 
 def test_a_legitimate_large_return_value_still_crosses():
     """The value bound (`wire.MAX_ITEMS`) is far above what a test's answer holds: 100 000 integers pass."""
-    test = {"kind": "assert", "entry_point": "f",
-            "code": "def check(candidate):\n    assert candidate(100000) == list(range(100000))\n"}  # fmt: skip
+    test = {
+        "kind": "assert",
+        "entry_point": "f",
+        "code": "def check(candidate):\n    assert candidate(100000) == list(range(100000))\n",
+    }
     r = sandbox.run_program(
         "def f(n):\n    return list(range(n))\n", [test], limits=sandbox.Limits(timeout_s=2)
     )
@@ -205,8 +214,17 @@ def test_a_reply_with_too_many_calls_runs_none():
 @pytest.fixture
 def sql_env():
     env = SQLEnv()
-    task = Task("hostile-sql", "intercode_sql", {"db": "world_1", "db_source": "dump", "question": "?",
-                "gold": "SELECT Name FROM country WHERE Continent = 'Europe' ORDER BY Name"}, 5)  # fmt: skip
+    task = Task(
+        "hostile-sql",
+        "intercode_sql",
+        {
+            "db": "world_1",
+            "db_source": "dump",
+            "question": "?",
+            "gold": "SELECT Name FROM country WHERE Continent = 'Europe' ORDER BY Name",
+        },
+        5,
+    )
     env.reset(task, 5)
     yield env
     env.close()

@@ -12,8 +12,9 @@ pytestmark = pytest.mark.slow  # a few thousand scripted episodes
 
 @pytest.fixture(scope="module")
 def result():
-    cfg = config.load("cpu", eval__n_tasks=20, probing__n_error_states=20, probing__n_continuations=4,
-                      eval__n_bootstrap=500)  # fmt: skip
+    cfg = config.load(
+        "cpu", eval__n_tasks=20, probing__n_error_states=20, probing__n_continuations=4, eval__n_bootstrap=500
+    )
     return cfg, *instrument.run(cfg)
 
 

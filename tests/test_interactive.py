@@ -29,8 +29,10 @@ NOTEBOOKS = run.notebooks()
 def clone_results(tmp_path_factory):
     """A copy of the committed cpu results, as a fresh clone has them."""
     if not (COMMITTED / "models").is_dir():
-        pytest.fail(f"{COMMITTED.relative_to(REPO_ROOT)}/models is missing: the cpu tier's models are committed "
-                    "(run `make reproduce` to rebuild them)")  # fmt: skip
+        pytest.fail(
+            f"{COMMITTED.relative_to(REPO_ROOT)}/models is missing: the cpu tier's models are committed "
+            "(run `make reproduce` to rebuild them)"
+        )
     root = tmp_path_factory.mktemp("clone") / "results"
     shutil.copytree(COMMITTED, root / "cpu", ignore=shutil.ignore_patterns("executed"))
     return root
@@ -58,8 +60,10 @@ def test_run_all_uses_the_committed_artefacts(path, clone_results, monkeypatch):
     # new run). Nothing is scored by torch here: before 06's log-probs were recorded, its likelihoods agreed to float
     # rounding only (about 2e-7 relative, with one torch thread against the committed run's two).
     name = f"{path.stem}/metrics.json"
-    diffs, _ = verify.compare({name: json.loads((clone_results / "cpu" / name).read_text())},
-                              {name: json.loads((COMMITTED / name).read_text())})  # fmt: skip
+    diffs, _ = verify.compare(
+        {name: json.loads((clone_results / "cpu" / name).read_text())},
+        {name: json.loads((COMMITTED / name).read_text())},
+    )
     assert not diffs, f"{path.name}: {len(diffs)} numbers differ from the committed run, e.g. {diffs[:3]}"
 
 

@@ -88,9 +88,15 @@ class Zygote:
     def __init__(self):
         env = {**os.environ, "OMP_NUM_THREADS": "1"}
         env.pop("KIT_CRASH_AT", None)
-        self.proc = subprocess.Popen([sys.executable, "-c", ZYGOTE], env=env, cwd=config.REPO_ROOT,
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                                     start_new_session=True)  # fmt: skip
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", ZYGOTE],
+            env=env,
+            cwd=config.REPO_ROOT,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
 
     def run(self, code: str, args: list[str], env: dict, log: Path, timeout: float = 1500) -> int:
         req = {"code": code, "args": args, "env": env, "cwd": str(config.REPO_ROOT), "log": str(log)}
@@ -236,9 +242,15 @@ def start(code: str, results: Path, *args: str, fsize: int | None = None) -> sub
 
     env = {**os.environ, "KIT_RESULTS": str(results), "OMP_NUM_THREADS": "1"}
     env.pop("KIT_CRASH_AT", None)
-    return subprocess.Popen([sys.executable, "-c", code, json.dumps(OVERRIDES), *args], env=env,
-                            cwd=config.REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=limit if fsize else None)  # fmt: skip
+    return subprocess.Popen(
+        [sys.executable, "-c", code, json.dumps(OVERRIDES), *args],
+        env=env,
+        cwd=config.REPO_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=limit if fsize else None,
+    )
 
 
 def test_two_rl_runs_into_one_results_root_leave_one_row_per_step(shared_base, reference, tmp_path):
@@ -264,10 +276,20 @@ def test_a_second_rl_run_waits_for_the_writer_of_its_folder(shared_base, referen
     results = fresh(tmp_path, "wait", shared_base)
     with store.results_at(results):
         out = train.rl_dir(config.load("smoke", **OVERRIDES), "full")
-    holder = subprocess.Popen([sys.executable, "-c", "import sys; from pathlib import Path; from helpers import store; "
-                               "store.acquire(Path(sys.argv[1]), wait=False); print('held', flush=True); "
-                               "sys.stdin.read()", str(out)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                              cwd=config.REPO_ROOT)  # fmt: skip
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from pathlib import Path; from helpers import store; "
+            "store.acquire(Path(sys.argv[1]), wait=False); print('held', flush=True); "
+            "sys.stdin.read()",
+            str(out),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=config.REPO_ROOT,
+    )
     assert holder.stdout.readline().strip() == "held"
     second = start(RL, results)
     line = second.stderr.readline()

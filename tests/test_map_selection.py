@@ -91,8 +91,18 @@ def test_one_rule_for_both_splits_and_the_splits_stay_disjoint():
     render = lambda ds: {fl.render(d, fl.start_state(d)) for d in ds}  # noqa: E731
     assert len(render(sets["train"])) == 12 and not render(sets["train"]) & render(sets["test"])
     # and load_tasks passes the profile's dynamics to the rule
-    tasks = load_tasks("frozenlake", "test", size=4, hole_p=0.2, t_max=8, is_slippery=True, success_rate=0.75,
-                       n_train=12, n_test=8, select_min_gap=10.0)  # fmt: skip
+    tasks = load_tasks(
+        "frozenlake",
+        "test",
+        size=4,
+        hole_p=0.2,
+        t_max=8,
+        is_slippery=True,
+        success_rate=0.75,
+        n_train=12,
+        n_test=8,
+        select_min_gap=10.0,
+    )
     assert [tuple(t.payload["desc"]) for t in tasks] == sets["test"]
 
 

@@ -334,8 +334,10 @@ def _crossed_bootstrap_draw_by_draw(arrays, combine, n_boot, ci, seed):
     stats = np.empty(n_boot)
     for i in range(n_boot):
         tasks = rng.integers(0, T, size=T)
-        means = {k: float(np.nanmean(a[np.ix_(rng.integers(0, a.shape[0], size=a.shape[0]), tasks)]))
-                 for k, a in arrs.items()}  # fmt: skip
+        means = {
+            k: float(np.nanmean(a[np.ix_(rng.integers(0, a.shape[0], size=a.shape[0]), tasks)]))
+            for k, a in arrs.items()
+        }
         stats[i] = combine(means)
     point = combine({k: float(np.nanmean(a)) for k, a in arrs.items()})
     low, high = np.percentile(stats, [100 * (1 - ci) / 2, 100 * (1 + ci) / 2])
@@ -366,9 +368,11 @@ def test_crossed_bootstrap_equals_the_draw_by_draw_bootstrap_to_the_bit():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         nothing = {"d": np.zeros((2, 0))}  # a metric no run logged a unit of: NaN, not an error
-        assert np.array_equal(crossed_bootstrap(nothing, lambda m: m["d"], 10, 0.95, 0),
-                              _crossed_bootstrap_draw_by_draw(nothing, lambda m: m["d"], 10, 0.95, 0),
-                              equal_nan=True)  # fmt: skip
+        assert np.array_equal(
+            crossed_bootstrap(nothing, lambda m: m["d"], 10, 0.95, 0),
+            _crossed_bootstrap_draw_by_draw(nothing, lambda m: m["d"], 10, 0.95, 0),
+            equal_nan=True,
+        )
 
 
 def test_method_summary_and_difference_read_each_cell_as_a_pivot_of_that_cell_alone():
@@ -381,7 +385,7 @@ def test_method_summary_and_difference_read_each_cell_as_a_pivot_of_that_cell_al
         for m in ("base", "rl-0", "rl-1")
         for t in range(8 + T)
         if (m, t, T) != ("rl-1", 0, 2)
-    ]  # fmt: skip  (rl-1 never ran task 0 at T = 2: NaN there)
+    ]  # rl-1 never ran task 0 at T = 2: NaN there
     df = pd.DataFrame(rows)
     for T, cell in df.groupby("T"):
         wide = cell.pivot_table(index="task_id", columns="model", values="pass")
@@ -391,8 +395,11 @@ def test_method_summary_and_difference_read_each_cell_as_a_pivot_of_that_cell_al
         )
     table = metrics.method_summary(df, {"base": ["base"], "rl": ["rl-0", "rl-1"]}, "pass", ["T"], 50)
     assert list(zip(table["T"], table["method"], table["n_tasks"], strict=True)) == [
-        (2, "base", 10), (2, "rl", 10), (4, "base", 12), (4, "rl", 12)
-    ]  # fmt: skip
+        (2, "base", 10),
+        (2, "rl", 10),
+        (4, "base", 12),
+        (4, "rl", 12),
+    ]
     gone = df.assign(**{"pass": np.where((df["model"] == "rl-1") & (df["T"] == 4), np.nan, df["pass"])})
     with pytest.raises(ValueError, match=r"no records of \['rl-1'\]"):
         metrics.method_difference(gone, ["rl-0", "rl-1"], ["base"], "pass", ["T"], 100, 50)

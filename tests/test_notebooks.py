@@ -44,8 +44,9 @@ def smoke_series(shared_tmp):
         with store.one_writer(done.with_suffix(".running"), wait=True):
             if not done.exists():
                 with store.results_at(root):
-                    code = run.main(["--profile", "smoke", "--one-kernel",
-                                     *([] if series is None else ["--env", series])])  # fmt: skip
+                    code = run.main(
+                        ["--profile", "smoke", "--one-kernel", *([] if series is None else ["--env", series])]
+                    )
                 store.write_atomic(done, json.dumps({"exit_code": code}))
         return root, json.loads(done.read_text())["exit_code"]
 

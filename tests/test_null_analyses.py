@@ -73,8 +73,15 @@ def test_the_replicate_count_bounds_a_false_failure():
 @pytest.fixture(scope="module")
 def setting():
     smoke = config.load("smoke")
-    cpu = config.load("cpu", eval__n_bootstrap=N_BOOT, probing__n_states=N_MATCHED, probing__g=G,
-                      probing__n_error_states=N_ERR, probing__n_continuations=N_CONT, train__seeds=list(range(COPIES)))  # fmt: skip
+    cpu = config.load(
+        "cpu",
+        eval__n_bootstrap=N_BOOT,
+        probing__n_states=N_MATCHED,
+        probing__g=G,
+        probing__n_error_states=N_ERR,
+        probing__n_continuations=N_CONT,
+        train__seeds=list(range(COPIES)),
+    )
     tok = models.train_tokenizer(base_model.tokenizer_corpus(base_model.demonstrations(smoke, 40, seed=0)))
     tasks = load_tasks("frozenlake", "test", **{**settings(cpu), "n_train": 50})[:20]
 
@@ -105,11 +112,28 @@ def _records(players: dict, tasks, replicates: int, samples: int = SAMPLES) -> p
     rows = []
     for name, p in players.items():
         stream = controls.stream(1000, controls.rl_seed_of(name))
-        for tr in rollout(p, "frozenlake", tasks, BUDGET, replicates * samples, Sampling(), seed=stream,
-                          step_quality=False, model_name=name):  # fmt: skip
+        for tr in rollout(
+            p,
+            "frozenlake",
+            tasks,
+            BUDGET,
+            replicates * samples,
+            Sampling(),
+            seed=stream,
+            step_quality=False,
+            model_name=name,
+        ):
             rep = tr.sample // samples
-            rows.append({"model": name, "task_id": f"{tr.task_id}#{rep}", "budget": tr.budget,
-                         "fraction": tr.budget / tr.t_max, "success": bool(tr.success), "rep": rep})  # fmt: skip
+            rows.append(
+                {
+                    "model": name,
+                    "task_id": f"{tr.task_id}#{rep}",
+                    "budget": tr.budget,
+                    "fraction": tr.budget / tr.t_max,
+                    "success": bool(tr.success),
+                    "rep": rep,
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -117,8 +141,11 @@ def _group(player, kinds: dict[str, tuple[str, bool]], seed0: int) -> tuple[dict
     """Players `<method>-s<k>` for each method of `kinds` ({method: (kind, noisy)}) and RL seed k, each with its own
     random stream; and the methods' names."""
     names = {m: [f"{m}-s{k}" for k in range(SEEDS_02)] for m in kinds}
-    players = {n: player(*kinds[m], seed0 + 10 * i + k, n) for i, m in enumerate(kinds)
-               for k, n in enumerate(names[m])}  # fmt: skip
+    players = {
+        n: player(*kinds[m], seed0 + 10 * i + k, n)
+        for i, m in enumerate(kinds)
+        for k, n in enumerate(names[m])
+    }
     return players, names
 
 
@@ -198,11 +225,18 @@ def test_02_03_planted_effect_detected(setting):
     players, names = _group(player, {"budgetmix": ("optimum", False), "grpo": ("habit", True)}, 300)
     df = _records(players, tasks, N_PLANTED, samples=4)
     opt = players[names["budgetmix"][0]]
-    effect = 100 * np.mean([fl.policy_success(t, opt.exact_policy(t, BUDGET), BUDGET)
-                            - fl.policy_success(t, base_model.demonstrator_policy(cpu, t), BUDGET) for t in tasks])  # fmt: skip
+    effect = 100 * np.mean(
+        [
+            fl.policy_success(t, opt.exact_policy(t, BUDGET), BUDGET)
+            - fl.policy_success(t, base_model.demonstrator_policy(cpu, t), BUDGET)
+            for t in tasks
+        ]
+    )
     gains = _gains(df, names["budgetmix"], names["grpo"])
-    print(f"02 planted: true {effect:+.1f} points, estimates {gains['diff'].mean():+.1f}, "
-          f"MDE {gains['mde'].mean():.1f}, detected in {(gains['low'] > 0).sum()} of {len(gains)}")  # fmt: skip
+    print(
+        f"02 planted: true {effect:+.1f} points, estimates {gains['diff'].mean():+.1f}, "
+        f"MDE {gains['mde'].mean():.1f}, detected in {(gains['low'] > 0).sum()} of {len(gains)}"
+    )
     assert effect > 10 and effect > gains["mde"].mean()
     assert (gains["low"] > 0).mean() >= 0.8
     assert gains["diff"].mean() == pytest.approx(effect, abs=5)
@@ -247,16 +281,37 @@ def _replicate(cfg, agents: dict, tasks, chat, roles=ROLES_NULL) -> dict:
     for k in range(COPIES):
         name = f"grpo-s{k}"
         agent_of = dict(matched.roles(name))
-        trajs = {who: rollout(agents[who], cfg.env.name, tasks, budgets, 2, sampling,
-                              seed=controls.stream(cfg.seed + 4000, k), model_name=f"probe-{who}")
-                 for who in (f"base-s{k}", name)}  # matched.recorded  # fmt: skip
+        trajs = {
+            who: rollout(
+                agents[who],
+                cfg.env.name,
+                tasks,
+                budgets,
+                2,
+                sampling,
+                seed=controls.stream(cfg.seed + 4000, k),
+                model_name=f"probe-{who}",
+            )
+            for who in (f"base-s{k}", name)
+        }  # matched.recorded
         base, rl = trajs[f"base-s{k}"], trajs[name]
         pool = probing.matched_pool(base, rl, by_id, p.n_states, seed=controls.stream(cfg.seed + 4001, k))
-        cand = probing.matched_pool(base, rl, by_id, min(4 * p.n_error_states, 400),
-                                    seed=controls.stream(cfg.seed + 5000, k), at_most=True)  # fmt: skip
+        cand = probing.matched_pool(
+            base,
+            rl,
+            by_id,
+            min(4 * p.n_error_states, 400),
+            seed=controls.stream(cfg.seed + 5000, k),
+            at_most=True,
+        )
         order = np.random.default_rng(controls.stream(cfg.seed + 5001, k)).permutation(len(cand))
-        errors = probing.error_pool([cand[i] for i in order], chat, controls.stream(cfg.seed + 5002, k),
-                                    p.n_error_states, probing.attempts_of(base))  # fmt: skip
+        errors = probing.error_pool(
+            [cand[i] for i in order],
+            chat,
+            controls.stream(cfg.seed + 5002, k),
+            p.n_error_states,
+            probing.attempts_of(base),
+        )
         out["pools"][name], out["errors"][name] = pool, errors
         for key, states, offset in (("t04", pool, 4002), ("t05", errors, 5003)):
             s = Sampling.from_config(cfg.sampling, seed=controls.stream(cfg.seed + offset, k))
@@ -293,22 +348,31 @@ def _by_seed(table: pd.DataFrame, unit) -> list[np.ndarray]:
 def test_04_mean_quality_difference_null(probe_null):
     """`probing.seed_summary`'s `rl_vs_base` `paired` (what `matched.findings` decides by): `probing.paired_units`
     of the per-seed state differences (ties count as 0)."""
-    _check("04 mean quality difference rl - base, paired by seed",
-           [probing.paired_units(_by_seed(d["t04"], probing.differences), CI, matched.POWER) for d in probe_null])  # fmt: skip
+    _check(
+        "04 mean quality difference rl - base, paired by seed",
+        [
+            probing.paired_units(_by_seed(d["t04"], probing.differences), CI, matched.POWER)
+            for d in probe_null
+        ],
+    )
 
 
 def test_04_wins_minus_losses_null(probe_null):
     """`probing.seed_summary`'s `net_win_paired`: wins minus losses per state (`probing.net_wins`), paired by seed.
     Its mean is 0 under identical players whatever the ties (a win rate's is (1 - ties) / 2, not 1/2)."""
-    _check("04 wins minus losses rl vs base, paired by seed",
-           [probing.paired_units(_by_seed(d["t04"], probing.net_wins), CI, matched.POWER) for d in probe_null])  # fmt: skip
+    _check(
+        "04 wins minus losses rl vs base, paired by seed",
+        [probing.paired_units(_by_seed(d["t04"], probing.net_wins), CI, matched.POWER) for d in probe_null],
+    )
 
 
 def test_05_next_action_null(probe_null):
     """Notebook 05's `superior_action` is `seed_summary` at the error states: the same two verdicts there."""
     for unit in (probing.differences, probing.net_wins):
-        _check(f"05 next action ({unit.__name__}) rl vs base, paired by seed",
-               [probing.paired_units(_by_seed(d["t05"], unit), CI, recovery.POWER) for d in probe_null])  # fmt: skip
+        _check(
+            f"05 next action ({unit.__name__}) rl vs base, paired by seed",
+            [probing.paired_units(_by_seed(d["t05"], unit), CI, recovery.POWER) for d in probe_null],
+        )
 
 
 def _continuation_verdict(d: dict) -> dict:
@@ -326,9 +390,13 @@ def test_05_concentration_null(probe_null):
     """`recovery.concentration` itself (its `paired`: the t-interval over the seeds' win rate at error states minus
     at matched states, what `recovery.findings` decides by)."""
     cols = ["rl_seed", "dead", *ROLES_NULL]
-    _check("05 concentration rl vs base, paired by seed",
-           [recovery.concentration(d["t05"][cols], d["t04"][cols], 20, CI, 0)["rl_vs_base"]["paired"]
-            for d in probe_null])  # fmt: skip
+    _check(
+        "05 concentration rl vs base, paired by seed",
+        [
+            recovery.concentration(d["t05"][cols], d["t04"][cols], 20, CI, 0)["rl_vs_base"]["paired"]
+            for d in probe_null
+        ],
+    )
 
 
 def test_04_05_replicate_is_the_modules(setting, probe_null, tmp_path):
@@ -338,14 +406,25 @@ def test_04_05_replicate_is_the_modules(setting, probe_null, tmp_path):
     verdicts are the `paired_units` the nulls compute."""
     cpu, tok, tasks, player = setting
     cfg, tasks, agents = dataclasses.replace(cpu, seed=0), tasks[:6], _agents(player, tok)
-    mine = _replicate(cfg, agents, tasks, ChatFormat(tok, models.chat_kwargs(tok)), roles=("base", "sharp", "rl",
-                                                                                           "rl_sharp"))  # fmt: skip
+    mine = _replicate(
+        cfg,
+        agents,
+        tasks,
+        ChatFormat(tok, models.chat_kwargs(tok)),
+        roles=("base", "sharp", "rl", "rl_sharp"),
+    )
     by_id = {t.task_id: t for t in tasks}
     with store.results_at(tmp_path):
-        pools = {name: probing.matched_pool(matched.recorded(cfg, agents, tasks, f"base-s{k}"),
-                                            matched.recorded(cfg, agents, tasks, name), by_id, N_MATCHED,
-                                            seed=controls.stream(cfg.seed + 4001, k))
-                 for k, name in enumerate(controls.seeds_of(agents, "grpo"))}  # fmt: skip
+        pools = {
+            name: probing.matched_pool(
+                matched.recorded(cfg, agents, tasks, f"base-s{k}"),
+                matched.recorded(cfg, agents, tasks, name),
+                by_id,
+                N_MATCHED,
+                seed=controls.stream(cfg.seed + 4001, k),
+            )
+            for k, name in enumerate(controls.seeds_of(agents, "grpo"))
+        }
         t04 = matched.quality_table(agents, pools, G, cfg, cfg.seed + 4002)
         errors = recovery.error_pools(cfg, agents, tasks)
         t05 = matched.quality_table(agents, errors, G, cfg, cfg.seed + 5003)
@@ -375,14 +454,18 @@ def test_04_05_planted_effect_detected(setting):
         agents[f"grpo-s{k}"] = player("optimum", False, 2000 + k, f"grpo-s{k}")
     chat = ChatFormat(tok, models.chat_kwargs(tok))
     probing_cfg = dataclasses.replace(cpu.probing, n_states=96, n_error_states=12)
-    reps = [_replicate(dataclasses.replace(cpu, seed=100 + r, probing=probing_cfg), agents, tasks, chat)
-            for r in range(6)]  # fmt: skip
+    reps = [
+        _replicate(dataclasses.replace(cpu, seed=100 + r, probing=probing_cfg), agents, tasks, chat)
+        for r in range(6)
+    ]
     q = [probing.paired_units(_by_seed(d["t04"], probing.differences), CI, matched.POWER) for d in reps]
     c = [_continuation_verdict(d) for d in reps]
-    print(f"04 planted: mean quality difference {np.mean([v['diff'] for v in q]):+.3f} (MDE "
-          f"{np.mean([v['mde'] for v in q]):.3f}), detected in {sum(v['low'] > 0 for v in q)} of {len(q)}; 05 "
-          f"continuation {np.mean([v['diff'] for v in c]):+.3f} (MDE {np.mean([v['mde'] for v in c]):.3f}), detected "
-          f"in {sum(v['low'] > 0 for v in c)} of {len(c)}")  # fmt: skip
+    print(
+        f"04 planted: mean quality difference {np.mean([v['diff'] for v in q]):+.3f} (MDE "
+        f"{np.mean([v['mde'] for v in q]):.3f}), detected in {sum(v['low'] > 0 for v in q)} of {len(q)}; 05 "
+        f"continuation {np.mean([v['diff'] for v in c]):+.3f} (MDE {np.mean([v['mde'] for v in c]):.3f}), detected "
+        f"in {sum(v['low'] > 0 for v in c)} of {len(c)}"
+    )
     assert np.mean([v["low"] > 0 for v in q]) >= 0.8
     assert np.mean([v["diff"] for v in c]) > 0
 

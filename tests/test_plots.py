@@ -36,8 +36,18 @@ def _pass_table(ks=(1, 2, 3, 4, 8, 16), Ts=(1, 2)) -> pd.DataFrame:
         for m in ("base", "grpo"):
             for K in ks:
                 p = 0.2 * T + 0.02 * K + (0.05 if m == "grpo" else 0)
-                rows.append({"model": m, "T": T, "K": K, "pass": p, "low": p - 0.05, "high": p + 0.05,
-                             "n_seeds": 3 if m == "grpo" else 1, "n_tasks": 50})  # fmt: skip
+                rows.append(
+                    {
+                        "model": m,
+                        "T": T,
+                        "K": K,
+                        "pass": p,
+                        "low": p - 0.05,
+                        "high": p + 0.05,
+                        "n_seeds": 3 if m == "grpo" else 1,
+                        "n_tasks": 50,
+                    }
+                )
     return pd.DataFrame(rows)
 
 
@@ -77,8 +87,9 @@ def test_pass_at_t_says_what_its_bands_are():
 
 
 def test_gap_heatmap_prints_zero_not_minus_zero_and_stars_cells_whose_interval_excludes_zero():
-    diff = pd.DataFrame([[-0.3, 5.2], [-0.6, 0.4]], index=pd.Index([1, 2], name="T"),
-                        columns=pd.Index([1, 2], name="K"))  # fmt: skip
+    diff = pd.DataFrame(
+        [[-0.3, 5.2], [-0.6, 0.4]], index=pd.Index([1, 2], name="T"), columns=pd.Index([1, 2], name="K")
+    )
     fig = plots.gap_heatmap(diff, "grpo minus base")
     annotations = [t.get_text() for t in fig.axes[0].texts]
     assert sorted(annotations) == sorted(["0", "5", "-1", "0"])
@@ -99,12 +110,30 @@ def _llr() -> pd.DataFrame:
     for seed in ("grpo-s0", "grpo-s1"):
         for i in range(20):
             for turn in range(1, (4 if i < 15 else 2)):
-                rows.append({"trajectory": i, "model": "likelihood-base", "turn": turn, "cum_llr": -turn +
-                             rng.normal(), "success": True, "trajectories_of": "base", "rl_seed": seed})  # fmt: skip
+                rows.append(
+                    {
+                        "trajectory": i,
+                        "model": "likelihood-base",
+                        "turn": turn,
+                        "cum_llr": -turn + rng.normal(),
+                        "success": True,
+                        "trajectories_of": "base",
+                        "rl_seed": seed,
+                    }
+                )
         for i in range(12):
             for turn in (1, 2):
-                rows.append({"trajectory": i, "model": f"likelihood-{seed}", "turn": turn, "cum_llr": turn +
-                             rng.normal(), "success": True, "trajectories_of": "rl", "rl_seed": seed})  # fmt: skip
+                rows.append(
+                    {
+                        "trajectory": i,
+                        "model": f"likelihood-{seed}",
+                        "turn": turn,
+                        "cum_llr": turn + rng.normal(),
+                        "success": True,
+                        "trajectories_of": "rl",
+                        "rl_seed": seed,
+                    }
+                )
     return pd.DataFrame(rows)
 
 
@@ -206,9 +235,21 @@ def test_seed_curves_without_per_unit_logs_fall_back_to_the_seed_range_and_say_s
 
 
 def test_budget_bars_and_lines_say_what_the_error_bars_are():
-    rows = [{"model": m, "method": m, "fraction": f, "budget": int(8 * f), "success": 0.5, "low": 0.4,
-             "high": 0.6, "n_seeds": 3 if m == "grpo" else 1, "n_tasks": 100}
-            for m in ("base", "grpo") for f in (0.5, 1.0)]  # fmt: skip
+    rows = [
+        {
+            "model": m,
+            "method": m,
+            "fraction": f,
+            "budget": int(8 * f),
+            "success": 0.5,
+            "low": 0.4,
+            "high": 0.6,
+            "n_seeds": 3 if m == "grpo" else 1,
+            "n_tasks": 100,
+        }
+        for m in ("base", "grpo")
+        for f in (0.5, 1.0)
+    ]
     fig = plots.budget_bars(pd.DataFrame(rows), {0.5: 0.7, 1.0: 0.9})
     assert "error bars: 95% bootstrap interval over RL seeds × 100 tasks" in fig.axes[0].get_title()
     assert "GRPO (3 seeds)" in [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
@@ -217,11 +258,23 @@ def test_budget_bars_and_lines_say_what_the_error_bars_are():
 
 
 def test_error_recovery_titles_give_n_and_the_interval():
-    superior = {"rl_vs_base": {"better": 0.7, "better_ci": [0.6, 0.8]}, "n_seeds": 3,
-                "n_states_per_seed": [60, 60, 60], "n_dead_per_seed": [2, 0, 1]}  # fmt: skip
-    continuation = pd.DataFrame({"model": ["base", "rl"], "success": [0.4, 0.5], "low": [0.3, 0.4],
-                                 "high": [0.5, 0.6], "upper_bound": [0.6, 0.6], "n_states": [180, 180],
-                                 "n_continuations": [8, 8]})  # fmt: skip
+    superior = {
+        "rl_vs_base": {"better": 0.7, "better_ci": [0.6, 0.8]},
+        "n_seeds": 3,
+        "n_states_per_seed": [60, 60, 60],
+        "n_dead_per_seed": [2, 0, 1],
+    }
+    continuation = pd.DataFrame(
+        {
+            "model": ["base", "rl"],
+            "success": [0.4, 0.5],
+            "low": [0.3, 0.4],
+            "high": [0.5, 0.6],
+            "upper_bound": [0.6, 0.6],
+            "n_states": [180, 180],
+            "n_continuations": [8, 8],
+        }
+    )
     fig = plots.error_recovery(superior, continuation)
     left, right = (ax.get_title() for ax in fig.axes)
     assert "n = 177 live error states, 3 seeds" in left and "95% interval" in left
@@ -230,15 +283,29 @@ def test_error_recovery_titles_give_n_and_the_interval():
 
 def test_win_rate_by_depth_draws_the_interval_of_the_win_rate():
     rng = np.random.default_rng(3)
-    per_state = pd.DataFrame({"depth": rng.uniform(0, 1, 200), "rl": rng.uniform(0, 1, 200),
-                              "base": rng.uniform(0, 1, 200), "dead": rng.uniform(0, 1, 200) < 0.1,
-                              "rl_seed": np.repeat([0, 1], 100)})  # fmt: skip
+    per_state = pd.DataFrame(
+        {
+            "depth": rng.uniform(0, 1, 200),
+            "rl": rng.uniform(0, 1, 200),
+            "base": rng.uniform(0, 1, 200),
+            "dead": rng.uniform(0, 1, 200) < 0.1,
+            "rl_seed": np.repeat([0, 1], 100),
+        }
+    )
     bins = [0.0, 0.5, 1.0]
     iv = matched.depth_win_intervals(per_state, bins, n_boot=200)
     assert list(iv["depth_bin"]) == ["[0.00, 0.50)", "[0.50, 1.00)"]
     assert ((iv["low"] <= iv["better"]) & (iv["better"] <= iv["high"])).all()
-    depth = pd.DataFrame({"depth_bin": iv["depth_bin"], "rl_better": iv["better"], "tie": 0.0,
-                          "base_better": 1 - iv["better"], "n_live": [90, 90], "n_dead": [10, 10]})  # fmt: skip
+    depth = pd.DataFrame(
+        {
+            "depth_bin": iv["depth_bin"],
+            "rl_better": iv["better"],
+            "tie": 0.0,
+            "base_better": 1 - iv["better"],
+            "n_live": [90, 90],
+            "n_dead": [10, 10],
+        }
+    )
     fig = plots.win_rate_by_depth(depth, intervals=iv)
     assert any("95% interval (seeds, states)" in t.get_text() for t in fig.axes[0].get_legend().get_texts())
     assert fig.axes[0].containers  # bars and the error bar
@@ -285,19 +352,59 @@ def _visible_texts(fig: plt.Figure) -> list[plt.Text]:
 def _slide_figures() -> dict[str, plt.Figure]:
     """One figure of each kind the notebooks draw, from small synthetic inputs with the roster's raw names."""
     rng = np.random.default_rng(5)
-    pass_t = pd.DataFrame([{"model": m, "T": T, "pass": 0.5, "low": 0.4, "high": 0.6, "n_tasks": 50}
-                           for m in ("base", "sharp", "grpo", "grpo-sharp") for T in (1, 2, 3)])  # fmt: skip
-    bars = pd.DataFrame([{"model": m, "fraction": f, "budget": int(8 * f), "success": 0.5, "low": 0.4, "high": 0.6,
-                          "n_seeds": 3, "n_tasks": 100} for m in ("base", "sharp", "rl_sharp") for f in (0.5, 1.0)])  # fmt: skip
-    per_state = pd.DataFrame({"base": rng.uniform(0, 1, 80), "sharp": rng.uniform(0, 1, 80),
-                              "rl": rng.uniform(0, 1, 80), "rl_seed": np.repeat([0, 1], 40)})  # fmt: skip
+    pass_t = pd.DataFrame(
+        [
+            {"model": m, "T": T, "pass": 0.5, "low": 0.4, "high": 0.6, "n_tasks": 50}
+            for m in ("base", "sharp", "grpo", "grpo-sharp")
+            for T in (1, 2, 3)
+        ]
+    )
+    bars = pd.DataFrame(
+        [
+            {
+                "model": m,
+                "fraction": f,
+                "budget": int(8 * f),
+                "success": 0.5,
+                "low": 0.4,
+                "high": 0.6,
+                "n_seeds": 3,
+                "n_tasks": 100,
+            }
+            for m in ("base", "sharp", "rl_sharp")
+            for f in (0.5, 1.0)
+        ]
+    )
+    per_state = pd.DataFrame(
+        {
+            "base": rng.uniform(0, 1, 80),
+            "sharp": rng.uniform(0, 1, 80),
+            "rl": rng.uniform(0, 1, 80),
+            "rl_seed": np.repeat([0, 1], 40),
+        }
+    )
     superior = {
         k: {"better": 0.6, "better_ci": [0.5, 0.7]} for k in ("rl_vs_base", "rl_vs_sharp", "sharp_vs_base")
     }
-    continuation = pd.DataFrame({"model": ["base", "sharp", "rl", "rl_sharp"], "success": 0.5, "low": 0.4,
-                                 "high": 0.6, "upper_bound": 0.7})  # fmt: skip
-    depth = pd.DataFrame({"depth_bin": ["[0.00, 0.50)", "[0.50, 1.00)"], "rl_better": [0.6, 0.4], "tie": 0.1,
-                          "base_better": [0.3, 0.5], "n_live": [90, 80], "n_dead": [0, 10]})  # fmt: skip
+    continuation = pd.DataFrame(
+        {
+            "model": ["base", "sharp", "rl", "rl_sharp"],
+            "success": 0.5,
+            "low": 0.4,
+            "high": 0.6,
+            "upper_bound": 0.7,
+        }
+    )
+    depth = pd.DataFrame(
+        {
+            "depth_bin": ["[0.00, 0.50)", "[0.50, 1.00)"],
+            "rl_better": [0.6, 0.4],
+            "tie": 0.1,
+            "base_better": [0.3, 0.5],
+            "n_live": [90, 80],
+            "n_dead": [0, 10],
+        }
+    )
     nll = pd.DataFrame(
         {"actions_of": np.repeat(["base", "rl", "sharp"], 30), "nll_mean": rng.uniform(0, 2, 90)}
     )
@@ -396,8 +503,16 @@ def test_side_by_side_histograms_do_not_overlap():
 
 
 def test_win_rate_and_error_recovery_mark_50_percent_and_the_papers_number():
-    depth = pd.DataFrame({"depth_bin": ["[0.00, 1.00)"], "rl_better": [0.6], "tie": [0.1], "base_better": [0.3],
-                          "n_live": [90], "n_dead": [0]})  # fmt: skip
+    depth = pd.DataFrame(
+        {
+            "depth_bin": ["[0.00, 1.00)"],
+            "rl_better": [0.6],
+            "tie": [0.1],
+            "base_better": [0.3],
+            "n_live": [90],
+            "n_dead": [0],
+        }
+    )
     fig = plots.win_rate_by_depth(depth, reference=0.428)
     legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
     assert "50 % (as often better as not)" in legend
@@ -431,8 +546,13 @@ def test_style_restores_only_its_own_keys_so_a_notebook_keeps_showing_figures():
 def test_every_figure_function_draws_inside_the_kit_style():
     import inspect
 
-    figures = [f for name, f in vars(plots).items() if inspect.isfunction(f) and not name.startswith("_")
-               and inspect.signature(f).return_annotation in ("plt.Figure", plt.Figure)]  # fmt: skip
+    figures = [
+        f
+        for name, f in vars(plots).items()
+        if inspect.isfunction(f)
+        and not name.startswith("_")
+        and inspect.signature(f).return_annotation in ("plt.Figure", plt.Figure)
+    ]
     assert len(figures) >= 15
     assert [f.__name__ for f in figures if not hasattr(f, "__wrapped__")] == []
 

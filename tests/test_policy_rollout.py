@@ -334,8 +334,13 @@ def test_the_cpu_attention_equals_sdpa_with_padding_and_a_carried_cache(tiny_dir
             full = mask
             for i in range(3):  # decode steps: a one-token query against the cache
                 full = torch.cat([full, torch.ones(B, 1, dtype=torch.long)], dim=1)
-                nxt = m(input_ids=ids[:, i : i + 1], attention_mask=full, past_key_values=cache, use_cache=True,
-                        position_ids=pos[:, -1:] + i + 1)  # fmt: skip
+                nxt = m(
+                    input_ids=ids[:, i : i + 1],
+                    attention_mask=full,
+                    past_key_values=cache,
+                    use_cache=True,
+                    position_ids=pos[:, -1:] + i + 1,
+                )
                 steps.append(nxt.logits[:, -1])
         outs[name] = torch.stack(steps)
     torch.testing.assert_close(outs["kit"], outs["sdpa"], rtol=0, atol=1e-5)

@@ -33,8 +33,16 @@ def smoke(tmp_path_factory):
         path = base_model.path_of(cfg)
         model, tok = models.load(path)
         tasks = load_tasks(cfg.env.name, "train", n=4, seed=0, **settings(cfg))
-        trajs = rollout(HFPolicy(model, tok), cfg.env.name, tasks, cfg.env.frozenlake.t_max, 4,
-                        Sampling.from_config(cfg.sampling), seed=0, step_quality=False)  # fmt: skip
+        trajs = rollout(
+            HFPolicy(model, tok),
+            cfg.env.name,
+            tasks,
+            cfg.env.frozenlake.t_max,
+            4,
+            Sampling.from_config(cfg.sampling),
+            seed=0,
+            step_quality=False,
+        )
         for i, t in enumerate(trajs):
             t.reward, t.exhausted = float(i % 2), False
         yield cfg, path, trajs
@@ -148,8 +156,16 @@ def test_hf_rollouts_compute_in_the_profiles_dtype(smoke):
     policy = rollout_policy_for(cfg, model, tok)
     assert isinstance(policy, AutocastHFPolicy) and policy.model is model
     tasks = load_tasks(cfg.env.name, "test", n=2, seed=0, **settings(cfg))
-    trajs = rollout(policy, cfg.env.name, tasks, cfg.env.frozenlake.t_max, 2, Sampling.from_config(cfg.sampling),
-                    seed=0, step_quality=False)  # fmt: skip
+    trajs = rollout(
+        policy,
+        cfg.env.name,
+        tasks,
+        cfg.env.frozenlake.t_max,
+        2,
+        Sampling.from_config(cfg.sampling),
+        seed=0,
+        step_quality=False,
+    )
     assert any(t.n_turns > 1 for t in trajs)  # the carried KV cache (bfloat16 under autocast) is reused
     assert all(np.isfinite(t.logprobs).all() for t in trajs)
     assert set(probe.seen) == {torch.bfloat16}

@@ -226,8 +226,13 @@ def test_recovery_from_identical_error_states(setup):
     assert [(t.start_turn, t.n_turns, t.success) for t in trajs] == [(1, 1, True)] * 2
     trajs = continue_from(failer, errors, 1, SAMPLING)
     assert [(t.n_turns, t.success, t.exhausted) for t in trajs] == [(T_MAX - 1, False, True)] * 2
-    table = probing.state_table(errors, {"base": probing.state_quality(failer, errors, 2, SAMPLING),
-                                         "rl": probing.state_quality(solver, errors, 2, SAMPLING)})  # fmt: skip
+    table = probing.state_table(
+        errors,
+        {
+            "base": probing.state_quality(failer, errors, 2, SAMPLING),
+            "rl": probing.state_quality(solver, errors, 2, SAMPLING),
+        },
+    )
     assert probing.wins(table).tolist() == [1.0, 1.0]  # the superior action after the error, every time
 
 

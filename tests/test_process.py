@@ -58,8 +58,17 @@ def _traj(
 ) -> Trajectory:
     """A trajectory of a 3-token prompt, then per turn `n` generated tokens and (except after the last) a
     2-token observation; `turns` = [(n generated tokens, observation, reward)]."""
-    tr = Trajectory.opening([7, 8, 9], task_id=task_id, env="frozenlake", model="m", budget=8, t_max=8, seed=0,
-                            sample=0, group=group)  # fmt: skip
+    tr = Trajectory.opening(
+        [7, 8, 9],
+        task_id=task_id,
+        env="frozenlake",
+        model="m",
+        budget=8,
+        t_max=8,
+        seed=0,
+        sample=0,
+        group=group,
+    )
     for k, (n, obs, r) in enumerate(turns):
         tr.token_ids += [20 + k] * n
         tr.gen_mask += [1] * n
@@ -145,8 +154,9 @@ def test_gigpo_step_groups_on_a_constructed_batch():
     for got, w in zip(adv, want, strict=True):
         assert got.tolist() == pytest.approx(w, abs=1e-6)
     # over trajectories instead (plain GRPO at the episode level): mean 1/3
-    per_traj = process.gigpo_turn_advantages(batch, [1.0, 0.0, 0.0, 0.0],
-                                             dataclasses.replace(c, gigpo_episode_over_steps=False))  # fmt: skip
+    per_traj = process.gigpo_turn_advantages(
+        batch, [1.0, 0.0, 0.0, 0.0], dataclasses.replace(c, gigpo_episode_over_steps=False)
+    )
     assert per_traj[0].tolist() == pytest.approx([2 / 3 + 0.95 - m0, 2 / 3 + 0.5], abs=1e-6)
     # each turn's advantage on that turn's generated tokens: columns 2, 3 (turn 0) and 6 (turn 1)
     tok = process.turn_token_advantages(batch[0], adv[0])
@@ -164,8 +174,12 @@ def test_gigpo_step_rewards_are_zero_when_the_budget_ran_out():
 
 # 2x2 map: S F / H G. States 0 = S, 1 = F, 2 = H, 3 = G; actions LEFT 0, DOWN 1, RIGHT 2, UP 3. Slippery with
 # success rate 0.75: the intended direction 0.75, each perpendicular one 0.125. gamma 0.95.
-TINY = Task("tiny", "frozenlake", {"desc": ["SF", "HG"], "is_slippery": True, "success_rate": 0.75,
-                                   "gamma": 0.95}, t_max=2)  # fmt: skip
+TINY = Task(
+    "tiny",
+    "frozenlake",
+    {"desc": ["SF", "HG"], "is_slippery": True, "success_rate": 0.75, "gamma": 0.95},
+    t_max=2,
+)
 # One turn left. From F (1) only a move down reaches G: LEFT slips down 0.125, DOWN 0.75, RIGHT slips down 0.125,
 # UP never. From S (0) nothing reaches G in one move: a dead state.
 Q1_F = [0.125, 0.75, 0.125, 0.0]
@@ -317,8 +331,15 @@ def test_grpo_update_is_bit_identical_to_the_loop_before_the_process_estimators(
     from helpers import models
 
     # the other estimators' knobs set on purpose: they must change nothing in a GRPO update
-    cfg = config.load("smoke", train__minibatch_size=6, train__micro_batch_size=4, train__ppo_epochs=2,
-                      train__gigpo_step_weight=0.3, train__gae_lam=0.5, train__critic_warmup=2)  # fmt: skip
+    cfg = config.load(
+        "smoke",
+        train__minibatch_size=6,
+        train__micro_batch_size=4,
+        train__ppo_epochs=2,
+        train__gigpo_step_weight=0.3,
+        train__gae_lam=0.5,
+        train__critic_warmup=2,
+    )
     trajs, _ = _batch(cfg)
     ref_model, _ = models.load(base_model.path_of(cfg))
     start = {k: v.clone() for k, v in models.load(base_model.path_of(cfg))[0].state_dict().items()}
@@ -326,8 +347,10 @@ def test_grpo_update_is_bit_identical_to_the_loop_before_the_process_estimators(
     for update in (reference_update, train.ppo_update):
         model, _ = models.load_trainable(base_model.path_of(cfg))
         opt = torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.01)
-        stats = [update(model, ref_model, opt, copy.deepcopy(trajs), cfg, np.random.default_rng([0, s]))
-                 for s in (1, 2)]  # fmt: skip
+        stats = [
+            update(model, ref_model, opt, copy.deepcopy(trajs), cfg, np.random.default_rng([0, s]))
+            for s in (1, 2)
+        ]
         results.append(({k: v.clone() for k, v in model.state_dict().items()}, stats))
     (w_ref, s_ref), (w_new, s_new) = results
     assert w_ref.keys() == w_new.keys()
@@ -350,8 +373,9 @@ def test_grpo_runs_keep_their_recipe_and_folder():
     assert train.rl_dir(cfg, "full", 0).name.startswith("full-s0-")
     ppo = config.load("smoke", train__algorithm="ppo")
     assert train.rl_dir(ppo, "full", 0).name.startswith("ppo-full-s0-")
-    assert train.rl_dir(ppo, "full", 0) != train.rl_dir(dataclasses.replace(
-        ppo, train=dataclasses.replace(ppo.train, gae_lam=0.5)), "full", 0)  # fmt: skip
+    assert train.rl_dir(ppo, "full", 0) != train.rl_dir(
+        dataclasses.replace(ppo, train=dataclasses.replace(ppo.train, gae_lam=0.5)), "full", 0
+    )
 
 
 @pytest.mark.parametrize("algorithm", ["gigpo", "oracle_q", "ppo"])
@@ -369,16 +393,26 @@ def test_every_estimator_updates_the_policy_on_a_mixed_budget_batch(algorithm, s
         critic = process.ValueModel(models.load_trainable(base_model.path_of(cfg))[0])
         critic_opt = torch.optim.AdamW(critic.parameters(), lr=1e-2)
     for s in range(2):
-        st = train.ppo_update(model, ref_model, opt, trajs, cfg, np.random.default_rng(s), critic, critic_opt,
-                              tasks, seed=0)  # fmt: skip
+        st = train.ppo_update(
+            model, ref_model, opt, trajs, cfg, np.random.default_rng(s), critic, critic_opt, tasks, seed=0
+        )
         assert st["grad_norm"] > 0 and np.isfinite(st["pg_loss"])
     assert any(not torch.equal(before[k], v) for k, v in model.state_dict().items())
     if algorithm == "ppo":
         assert st["vf_loss"] > 0 and critic.head.weight.abs().sum() > 0  # the critic learned too
         # warm-up: the critic moves, the actor does not
         frozen = {k: v.clone() for k, v in model.state_dict().items()}
-        st = train.ppo_update(model, ref_model, opt, trajs, cfg, np.random.default_rng(9), critic, critic_opt,
-                              update_actor=False)  # fmt: skip
+        st = train.ppo_update(
+            model,
+            ref_model,
+            opt,
+            trajs,
+            cfg,
+            np.random.default_rng(9),
+            critic,
+            critic_opt,
+            update_actor=False,
+        )
         assert st["pg_loss"] is None and st["vf_loss"] is not None
         assert all(torch.equal(frozen[k], v) for k, v in model.state_dict().items())
 
@@ -418,8 +452,15 @@ def test_a_saved_step_is_the_final_model_of_a_run_that_long(tmp_path, monkeypatc
 
 
 def test_ppo_resumes_its_critic_from_the_checkpoint(tmp_path, monkeypatch):
-    cfg = config.load("smoke", train__algorithm="ppo", train__steps=3, train__checkpoint_every=2,
-                      train__eval_every=3, train__critic_lr=1e-2, train__critic_warmup=1)  # fmt: skip
+    cfg = config.load(
+        "smoke",
+        train__algorithm="ppo",
+        train__steps=3,
+        train__checkpoint_every=2,
+        train__eval_every=3,
+        train__critic_lr=1e-2,
+        train__critic_warmup=1,
+    )
     monkeypatch.setenv("KIT_RESULTS", str(tmp_path / "a"))
     base = base_model.path_of(cfg)
     straight = train.rl_train(cfg, "full")
@@ -470,8 +511,17 @@ def test_gigpo_groups_bfcl_steps_by_observation_without_an_oracle():
     for gt in (None, None, wrong):
         env = bfcl.BFCLEnv()
         env.reset(task, task.t_max)
-        tr = Trajectory.opening([1, 2, 3], task_id=task.task_id, env="bfcl", model="m", budget=task.t_max,
-                                t_max=task.t_max, seed=0, sample=len(batch), group="g")  # fmt: skip
+        tr = Trajectory.opening(
+            [1, 2, 3],
+            task_id=task.task_id,
+            env="bfcl",
+            model="m",
+            budget=task.t_max,
+            t_max=task.t_max,
+            seed=0,
+            sample=len(batch),
+            group="g",
+        )
         for reply in bfcl.ground_truth_replies(task, gt):
             r = env.step(reply)
             tr.turns.append({"action": reply, "observation": r.observation, "reward": r.reward})
@@ -528,9 +578,19 @@ def test_findings_of_the_bfcl_grid_from_made_up_records(tmp_path, monkeypatch):
     cfg = config.load("gpu", process__algorithms=["grpo", "gigpo", "ppo"])
     runs = supervision.grid(cfg)
     rng = np.random.default_rng(0)
-    rows = [{"model": r.name, "task_id": f"t{i}", "fraction": f, "sample": j,
-             "success": bool(rng.random() < (0.8 if r.algorithm == "ppo" else 0.3))}
-            for r in runs for i in range(12) for f in cfg.eval.budget_fractions for j in range(2)]  # fmt: skip
+    rows = [
+        {
+            "model": r.name,
+            "task_id": f"t{i}",
+            "fraction": f,
+            "sample": j,
+            "success": bool(rng.random() < (0.8 if r.algorithm == "ppo" else 0.3)),
+        }
+        for r in runs
+        for i in range(12)
+        for f in cfg.eval.budget_fractions
+        for j in range(2)
+    ]
     df = pd.DataFrame(rows)
     table = supervision.success_table(df, supervision.methods(runs), 200)
     gains = supervision.gain_table(df, runs, 200)

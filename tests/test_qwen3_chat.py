@@ -116,9 +116,18 @@ def test_a_template_without_an_end_of_turn_after_the_reply_is_refused(tok):
 
 def test_rollout_on_a_random_qwen3_with_the_real_vocabulary(tok):
     """A real HF policy (random Qwen3, 151,936-row embedding, width 16) plays FrozenLake through ChatFormat."""
-    config = Qwen3Config(vocab_size=q.VOCAB_SIZE, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-                         num_attention_heads=2, num_key_value_heads=1, head_dim=8, tie_word_embeddings=True,
-                         eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)  # fmt: skip
+    config = Qwen3Config(
+        vocab_size=q.VOCAB_SIZE,
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=8,
+        tie_word_embeddings=True,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+    )
     torch.manual_seed(0)
     model = Qwen3ForCausalLM(config)
     tok.padding_side = "left"

@@ -51,9 +51,19 @@ def test_the_sources_are_the_pinned_ones():
 def test_special_tokens_at_their_published_ids(tok):
     assert type(tok).__name__ == "Qwen2Tokenizer"  # tokenizer_class of Qwen3's tokenizer_config.json
     assert len(tok) == 151669  # 151,643 BPE tokens + 26 added
-    published = {"<|endoftext|>": 151643, "<|im_start|>": 151644, "<|im_end|>": 151645, "<|vision_pad|>": 151654,
-                 "<tool_call>": 151657, "</tool_call>": 151658, "<|fim_pad|>": 151662, "<tool_response>": 151665,
-                 "</tool_response>": 151666, "<think>": 151667, "</think>": 151668}  # fmt: skip
+    published = {
+        "<|endoftext|>": 151643,
+        "<|im_start|>": 151644,
+        "<|im_end|>": 151645,
+        "<|vision_pad|>": 151654,
+        "<tool_call>": 151657,
+        "</tool_call>": 151658,
+        "<|fim_pad|>": 151662,
+        "<tool_response>": 151665,
+        "</tool_response>": 151666,
+        "<think>": 151667,
+        "</think>": 151668,
+    }
     for content, i in published.items():
         assert tok.convert_tokens_to_ids(content) == i, content
         assert tok(content, add_special_tokens=False)["input_ids"] == [i]  # one token, never split

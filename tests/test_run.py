@@ -55,11 +55,28 @@ def test_papermill_style_name_value_is_the_same_as_name_equals_value():
 
 
 def test_dotted_keys_merge_with_explicit_overrides_and_the_env_series():
-    plan = run.make_plan(["--profile", "smoke", "--env", "bfcl", "-p", "train.lr=1e-4", "-p", "seed", "2",
-                          "-p", "overrides={'sweep': {'n_samples': 4}, 'train': {'steps': 1}}"])  # fmt: skip
+    plan = run.make_plan(
+        [
+            "--profile",
+            "smoke",
+            "--env",
+            "bfcl",
+            "-p",
+            "train.lr=1e-4",
+            "-p",
+            "seed",
+            "2",
+            "-p",
+            "overrides={'sweep': {'n_samples': 4}, 'train': {'steps': 1}}",
+        ]
+    )
     (s,) = plan.series
-    assert s.params["overrides"] == {"sweep": {"n_samples": 4}, "train": {"steps": 1, "lr": 1e-4}, "seed": 2,
-                                     "series": "bfcl"}  # fmt: skip
+    assert s.params["overrides"] == {
+        "sweep": {"n_samples": 4},
+        "train": {"steps": 1, "lr": 1e-4},
+        "seed": 2,
+        "series": "bfcl",
+    }
     assert (s.cfg.train.lr, s.cfg.train.steps, s.cfg.seed, s.cfg.results_name) == (1e-4, 1, 2, "smoke/bfcl")
 
 
@@ -94,8 +111,9 @@ def test_config_load_names_an_unknown_key_and_a_bad_value():
         config.load("smoke", train={"lr": "fast"})
 
 
-@pytest.mark.parametrize(("param", "key"), [("train.lrr=1e-4", "train.lrr"), ("train.lr=fast", "train.lr"),
-                                            ("seed=-1", "seed")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("param", "key"), [("train.lrr=1e-4", "train.lrr"), ("train.lr=fast", "train.lr"), ("seed=-1", "seed")]
+)
 def test_a_bad_override_fails_before_anything_runs_or_moves(param, key, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("KIT_RESULTS", str(tmp_path))
     old = tmp_path / "smoke" / "executed" / "00_environments.ipynb"
@@ -117,8 +135,12 @@ def test_fresh_refuses_a_partial_series():
 
 def test_progress_numbers_the_code_cells_that_run(capsys):
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_markdown_cell("# x"), nbformat.v4.new_code_cell("a = 1"),
-                nbformat.v4.new_code_cell("   "), nbformat.v4.new_code_cell("b = 2")]  # fmt: skip
+    nb.cells = [
+        nbformat.v4.new_markdown_cell("# x"),
+        nbformat.v4.new_code_cell("a = 1"),
+        nbformat.v4.new_code_cell("   "),
+        nbformat.v4.new_code_cell("b = 2"),
+    ]
     progress = run.CellProgress("cpu", "01_x.ipynb", t0=0.0)
     progress.on_notebook_start(notebook=nb)
     progress.on_cell_execute(cell=nb.cells[3], cell_index=3)
@@ -202,19 +224,22 @@ def test_a_failed_run_keeps_the_last_good_copy_and_a_later_pass_removes_the_fail
 
 
 # what a notebook finds when it starts: its names, working folder, open figures, __main__.__spec__, execution count
-STARTS = ("import os, sys, matplotlib.pyplot as plt\n"
-          "print('start', sorted(k for k in globals() if not k.startswith('_') and k not in ('os', 'sys', 'plt')),"
-          " os.getcwd(), plt.get_fignums(), hasattr(sys.modules['__main__'], '__spec__'),"
-          " get_ipython().execution_count)\n"
-          "print('pid', os.getpid())\n")  # fmt: skip
+STARTS = (
+    "import os, sys, matplotlib.pyplot as plt\n"
+    "print('start', sorted(k for k in globals() if not k.startswith('_') and k not in ('os', 'sys', 'plt')),"
+    " os.getcwd(), plt.get_fignums(), hasattr(sys.modules['__main__'], '__spec__'),"
+    " get_ipython().execution_count)\n"
+    "print('pid', os.getpid())\n"
+)
 
 
 def _said(path: Path, word: str) -> str:
     return next(line for line in "".join(_cells(path)).splitlines() if line.startswith(word + " "))
 
 
-def test_one_kernel_gives_each_notebook_what_a_fresh_kernel_gives_and_stops_at_a_failure(tmp_path, monkeypatch,
-                                                                                          capsys):  # fmt: skip
+def test_one_kernel_gives_each_notebook_what_a_fresh_kernel_gives_and_stops_at_a_failure(
+    tmp_path, monkeypatch, capsys
+):
     """`--one-kernel`: the second notebook runs in the first one's process, and finds what the first found in a
     fresh kernel (no names left behind, figures closed, the working folder, execution count and `__spec__` back);
     a failure still ends the series and keeps the failed copy; the next run starts a kernel of its own.

@@ -466,9 +466,21 @@ def _run_as_nobody(python: str, setpriv: str, tmp_path: Path) -> dict:
     )
     tmp_path.chmod(0o755)
     out = subprocess.run(
-        [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", python, str(tmp_path / "probe.py"), str(tmp_path)],
-        capture_output=True, text=True, timeout=300, cwd="/", env={"PATH": "/usr/bin:/bin"},
-    )  # fmt: skip
+        [
+            setpriv,
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            python,
+            str(tmp_path / "probe.py"),
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd="/",
+        env={"PATH": "/usr/bin:/bin"},
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     return json.loads(out.stdout)
 

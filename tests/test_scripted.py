@@ -60,8 +60,9 @@ def test_exact_policies_are_the_dp_policies(cpu, refs, tasks):
 def test_rolled_out_success_agrees_with_the_exact_success(refs, tasks, budget):
     n = 24
     for name, player in refs.items():
-        trajs = rollout(player, "frozenlake", tasks, budget, n, Sampling(max_new_tokens=8), seed=11,
-                        step_quality=False)  # fmt: skip
+        trajs = rollout(
+            player, "frozenlake", tasks, budget, n, Sampling(max_new_tokens=8), seed=11, step_quality=False
+        )
         observed = np.mean([tr.success for tr in trajs])
         p = _exact(player, tasks, budget)
         se = np.sqrt(np.sum(n * p * (1 - p))) / (n * len(tasks))

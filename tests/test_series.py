@@ -237,8 +237,12 @@ def test_upper_bound_at_fractions_weights_cells_by_their_tasks():
 
 def _gains(run_dir: store.Run, points: dict[str, float], width: float = 2.0) -> None:
     """A notebook-02 metrics.json holding only what the BudgetMix table reads (gains of BudgetMix minus GRPO)."""
-    run_dir.write_metrics({"gains_points": {"budgetmix - grpo": points},
-                           "gains_ci": {"budgetmix - grpo": {f: [v - width, v + width] for f, v in points.items()}}})  # fmt: skip
+    run_dir.write_metrics(
+        {
+            "gains_points": {"budgetmix - grpo": points},
+            "gains_ci": {"budgetmix - grpo": {f: [v - width, v + width] for f, v in points.items()}},
+        }
+    )
 
 
 def test_budgetmix_table_per_task_and_mean(tmp_path, monkeypatch):

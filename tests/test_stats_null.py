@@ -31,8 +31,16 @@ def setting():
 
 def _arms(player, tasks, replicates: int, samples: int, seed: int) -> np.ndarray:
     """[replicates, SEEDS, n_tasks] mean success: one rollout call, sample j of a task is (replicate, seed, k)."""
-    trajs = rollout(player, "frozenlake", tasks, BUDGET, replicates * SEEDS * samples, Sampling(), seed=seed,
-                    step_quality=False)  # fmt: skip
+    trajs = rollout(
+        player,
+        "frozenlake",
+        tasks,
+        BUDGET,
+        replicates * SEEDS * samples,
+        Sampling(),
+        seed=seed,
+        step_quality=False,
+    )
     s = np.array([tr.success for tr in trajs], dtype=float).reshape(len(tasks), replicates, SEEDS, samples)
     return s.mean(axis=3).transpose(1, 2, 0)
 
@@ -43,8 +51,10 @@ def test_identical_policies_null_and_a_planted_effect(setting):
     a = _arms(demo(1, "copy-a"), tasks, N_NULL, NULL_SAMPLES, 101)
     b = _arms(demo(2, "copy-b"), tasks, N_NULL, NULL_SAMPLES, 202)
     t_excl = [stats.excludes_zero(stats.paired_t_interval(a[r], b[r])) for r in range(N_NULL)]
-    boot_excl = [stats.excludes_zero(stats.paired_nested_bootstrap(a[r], b[r], n_boot=500, seed=r))
-                 for r in range(N_NULL)]  # fmt: skip
+    boot_excl = [
+        stats.excludes_zero(stats.paired_nested_bootstrap(a[r], b[r], n_boot=500, seed=r))
+        for r in range(N_NULL)
+    ]
     print(
         f"null: t-interval excludes 0 in {np.mean(t_excl):.0%}, nested bootstrap in {np.mean(boot_excl):.0%}"
     )
@@ -52,8 +62,13 @@ def test_identical_policies_null_and_a_planted_effect(setting):
 
     # the planted effect: the budget-aware optimum against the demonstrator, its size exact by DP on these maps
     opt = scripted.ScriptedPolicy.from_config(cpu, "optimum", tok, False, seed=3, name="optimum")
-    effect = np.mean([fl.policy_success(t, opt.exact_policy(t, BUDGET), BUDGET)
-                      - fl.policy_success(t, base_model.demonstrator_policy(cpu, t), BUDGET) for t in tasks])  # fmt: skip
+    effect = np.mean(
+        [
+            fl.policy_success(t, opt.exact_policy(t, BUDGET), BUDGET)
+            - fl.policy_success(t, base_model.demonstrator_policy(cpu, t), BUDGET)
+            for t in tasks
+        ]
+    )
     c = _arms(opt, tasks, N_PLANTED, PLANTED_SAMPLES, 303)
     d = _arms(demo(4, "demo"), tasks, N_PLANTED, PLANTED_SAMPLES, 404)
     # the design's MDE from the observed seed-difference SD of the planted design itself (pooled over replicates)

@@ -101,8 +101,10 @@ def test_metrics_on_deepcoder_record_the_protocol_and_a_series_keeps_one(monkeyp
         store.open_run(held.results_name, "01_grpo_training", held)
     store.open_run(paper.results_name, "01_grpo_training", paper)  # the refused run left no writer behind
     plain = config.load("smoke", env={"extra": {"deepcoder": {"protocol": "held_out"}}})
-    for name, metrics, protocol in (("01_grpo_training", {"env": "frozenlake"}, None),
-                                    ("07_process_supervision", {"env": "deepcoder"}, "held_out")):  # fmt: skip
+    for name, metrics, protocol in (
+        ("01_grpo_training", {"env": "frozenlake"}, None),
+        ("07_process_supervision", {"env": "deepcoder"}, "held_out"),
+    ):
         run = store.open_run(plain.results_name, name, plain)
         run.write_metrics(metrics)
         assert json.loads((run.dir / "metrics.json").read_text()).get("protocol") == protocol
@@ -168,9 +170,14 @@ def holder():
     started = []
 
     def start(folder: Path) -> subprocess.Popen:
-        p = subprocess.Popen([sys.executable, "-c", HOLDER, str(folder)], stdin=subprocess.PIPE,
-                             stdout=subprocess.PIPE, text=True, cwd=config.REPO_ROOT,
-                             env={**os.environ, "PYTHONPATH": str(config.REPO_ROOT)})  # fmt: skip
+        p = subprocess.Popen(
+            [sys.executable, "-c", HOLDER, str(folder)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=config.REPO_ROOT,
+            env={**os.environ, "PYTHONPATH": str(config.REPO_ROOT)},
+        )
         started.append(p)
         assert p.stdout.readline().strip() == "held"
         return p
@@ -271,8 +278,11 @@ def test_write_atomic_on_a_full_disk_keeps_the_old_file_and_no_tmp(small_fs):
     path = small_fs / "metrics.json"
     store.write_atomic(path, "old\n")
     _fill(small_fs, 64 * 1024)
-    with pytest.raises(store.DiskFull, match=r"disk full: could not write .*metrics\.json .*MiB free.*Nothing "
-                                             r"half-written was left behind"):  # fmt: skip
+    with pytest.raises(
+        store.DiskFull,
+        match=r"disk full: could not write .*metrics\.json .*MiB free.*Nothing "
+        r"half-written was left behind",
+    ):
         store.write_atomic(path, "x" * (1 << 20))
     assert path.read_text() == "old\n" and not list(small_fs.glob("*.tmp"))
 
@@ -299,8 +309,11 @@ def test_a_checkpoint_on_a_full_disk_is_a_clear_error_and_leaves_no_tmp(small_fs
     opt.step()
     rl_runs.save_checkpoint(small_fs, 2, model, opt)  # about 0.8 MB: fits
     _fill(small_fs, 300 * 1024)
-    with pytest.raises(store.DiskFull, match=r"could not write .*checkpoint-000004\.pt .*the run resumes from "
-                                             r"checkpoint-000002\.pt") as err:  # fmt: skip
+    with pytest.raises(
+        store.DiskFull,
+        match=r"could not write .*checkpoint-000004\.pt .*the run resumes from "
+        r"checkpoint-000002\.pt",
+    ) as err:
         rl_runs.save_checkpoint(small_fs, 4, model, opt)
     assert "basic_ios" not in str(err.value)
     assert sorted(p.name for p in small_fs.iterdir()) == ["checkpoint-000002.pt", "filler"]

@@ -15,9 +15,14 @@ from helpers.rollout import Trajectory
 
 @pytest.mark.parametrize(
     ("t_max", "expected"),
-    [(1, [1]), (4, [1, 2, 3, 4]), (8, [1, 2, 3, 4, 5, 6, 7, 8]), (12, [1, 2, 4, 5, 6, 7, 8, 10, 11, 12]),
-     (50, [5, 10, 15, 20, 25, 30, 35, 40, 45, 50])],
-)  # fmt: skip
+    [
+        (1, [1]),
+        (4, [1, 2, 3, 4]),
+        (8, [1, 2, 3, 4, 5, 6, 7, 8]),
+        (12, [1, 2, 4, 5, 6, 7, 8, 10, 11, 12]),
+        (50, [5, 10, 15, 20, 25, 30, 35, 40, 45, 50]),
+    ],
+)
 def test_budgetmix_candidates(t_max, expected):
     assert budget.budgetmix_candidates(t_max) == expected
 

@@ -44,8 +44,12 @@ def test_the_example_set_is_generated_deterministically_and_round_trips(tmp_path
 
 
 def test_terminus_turns_parse_and_bad_ones_say_why():
-    turn = {"analysis": "a", "plan": "p", "commands": [{"keystrokes": "ls\n", "duration": 0.5}, {"keystrokes": "pwd\n"}],
-            "task_complete": False}  # fmt: skip
+    turn = {
+        "analysis": "a",
+        "plan": "p",
+        "commands": [{"keystrokes": "ls\n", "duration": 0.5}, {"keystrokes": "pwd\n"}],
+        "task_complete": False,
+    }
     parsed, why = likelihood.terminus_turn("Here you go:\n" + json.dumps(turn) + "\nthanks")
     assert why == "" and parsed["commands"] == [
         {"keystrokes": "ls\n", "duration": 0.5},
@@ -60,9 +64,11 @@ def test_terminus_turns_parse_and_bad_ones_say_why():
         "'plan' must be a string": json.dumps({**turn, "plan": 3}),
         "'commands' must be a list": json.dumps({**turn, "commands": "ls"}),
         "command 0 needs a string 'keystrokes'": json.dumps({**turn, "commands": [{"duration": 1}]}),
-        "'duration' must be a non-negative number": json.dumps({**turn, "commands": [{"keystrokes": "x", "duration": -1}]}),
+        "'duration' must be a non-negative number": json.dumps(
+            {**turn, "commands": [{"keystrokes": "x", "duration": -1}]}
+        ),
         "'task_complete' must be true or false": json.dumps({**turn, "task_complete": "yes"}),
-    }  # fmt: skip
+    }
     for reason, text in bad.items():
         parsed, why = likelihood.terminus_turn(text)
         assert parsed is None and (reason in why or reason == "no json")
@@ -97,9 +103,13 @@ def test_bad_transcript_files_fail_naming_the_line_and_field(tmp_path):
 def test_assistant_turns_are_the_masked_actions(policies):
     base, _ = policies
     chat = ChatFormat(base.tokenizer)
-    msgs = [{"role": "user", "content": "Task: go"}, {"role": "assistant", "content": "first"},
-            {"role": "tool", "content": "out 1"}, {"role": "user", "content": "out 2"},
-            {"role": "assistant", "content": "second"}]  # fmt: skip
+    msgs = [
+        {"role": "user", "content": "Task: go"},
+        {"role": "assistant", "content": "first"},
+        {"role": "tool", "content": "out 1"},
+        {"role": "user", "content": "out 2"},
+        {"role": "assistant", "content": "second"},
+    ]
     tr = likelihood.from_transcript(msgs, chat, model="other")
     assert tr.n_turns == 2 and tr.prompt_len == len(chat.prompt_ids(msgs[:1]))
     spans = tr.turn_spans()

@@ -132,8 +132,13 @@ def test_budgetmix_budgets_are_shared_by_processes(run):
 
 
 def test_geometry_and_groups():
-    cfg = config.load("smoke", train__tasks_per_step=8, train__group_size=16, train__minibatch_size=32,
-                      train__micro_batch_size=4)  # fmt: skip
+    cfg = config.load(
+        "smoke",
+        train__tasks_per_step=8,
+        train__group_size=16,
+        train__minibatch_size=32,
+        train__micro_batch_size=4,
+    )
     g = tt.geometry(cfg, world_size=4)
     assert (g.per_device_train_batch_size, g.gradient_accumulation_steps) == (4, 2)
     assert g.updates_per_rollout == 4 and g.steps_per_generation == 8
@@ -230,7 +235,11 @@ def test_trl_vllm_engine_arguments(monkeypatch):
 
 def test_parse_overrides_reads_numbers_yaml_would_not():
     assert tt.parse_overrides(["train.lr=1e-6", "model.device=cuda", "train.steps=3", "a.b=-2E+3"]) == {
-        "train__lr": 1e-6, "model__device": "cuda", "train__steps": 3, "a__b": -2000.0}  # fmt: skip
+        "train__lr": 1e-6,
+        "model__device": "cuda",
+        "train__steps": 3,
+        "a__b": -2000.0,
+    }
     assert tt.parse_overrides(["model.name_or_path=e5"]) == {"model__name_or_path": "e5"}
     with pytest.raises(ValueError, match=r"SECTION\.KEY=VALUE"):
         tt.parse_overrides(["train.lr"])

@@ -179,9 +179,11 @@ class CodeEnv:
         named = task.payload.get("protocol")
         _check_protocol(named, none=True)
         if named is not None and self._asked is not None and named != self._asked:
-            raise ValueError(f"task {task.task_id} was loaded for protocol {named!r}, but this CodeEnv was built for "
-                             f"{self._asked!r}; load the tasks with protocol={self._asked!r} or build the environment "
-                             "without a protocol")  # fmt: skip
+            raise ValueError(
+                f"task {task.task_id} was loaded for protocol {named!r}, but this CodeEnv was built for "
+                f"{self._asked!r}; load the tasks with protocol={self._asked!r} or build the environment "
+                "without a protocol"
+            )
         return named or self._asked or "paper"
 
     def evaluate(self, program: str) -> sandbox.RunResult:
@@ -387,8 +389,16 @@ def demo(task_id: str = "kit-000", budget: int = 3, isolation: str | None = None
         quality = env.step_quality(reply)
         res = env.step(reply)
         messages += [{"role": "assistant", "content": reply}, {"role": "user", "content": res.observation}]
-        rows.append({"turn": res.info["t"], "passed": res.info["passed"], "total": res.info["total"],
-                     "step_quality": quality, "reward": res.reward, "done": res.done})  # fmt: skip
+        rows.append(
+            {
+                "turn": res.info["t"],
+                "passed": res.info["passed"],
+                "total": res.info["total"],
+                "step_quality": quality,
+                "reward": res.reward,
+                "done": res.done,
+            }
+        )
         if res.done:
             break
     return {
@@ -408,8 +418,10 @@ def demo_or_skip(task_id: str = "kit-000", budget: int = 3) -> dict:
     `sandbox` "skipped". A model's programs are never run weakly here (only `KIT_SANDBOX=weak` does that)."""
     where = sandbox.availability()
     if where.full:
-        return {**demo(task_id, budget), "notice": "The two programs ran in the code sandbox (its full "
-                "operating-system boundary)."}  # fmt: skip
+        return {
+            **demo(task_id, budget),
+            "notice": "The two programs ran in the code sandbox (its full operating-system boundary).",
+        }
     if where.mode == "weak":
         try:
             out = demo(task_id, budget, isolation="weak")
@@ -417,9 +429,13 @@ def demo_or_skip(task_id: str = "kit-000", budget: int = 3) -> dict:
             return _skipped(
                 task_id, budget, f"{where.explain()} Weak isolation did not start either ({exc})."
             )
-        return {**out, "sandbox": "weak", "notice": f"{where.explain()} This demo runs only the kit's own two "
-                "programs (a wrong one and the reference solution, written by the kit, not by a model), so it "
-                "ran them with weak isolation."}  # fmt: skip
+        return {
+            **out,
+            "sandbox": "weak",
+            "notice": f"{where.explain()} This demo runs only the kit's own two "
+            "programs (a wrong one and the reference solution, written by the kit, not by a model), so it "
+            "ran them with weak isolation.",
+        }
     return _skipped(task_id, budget, where.explain())
 
 
@@ -428,7 +444,15 @@ def _skipped(task_id: str, budget: int, why: str) -> dict:
     task = next(t for t in kit_tasks(t_max=budget) if t.task_id == task_id)
     messages = CodeEnv().reset(task, budget)  # reset builds the prompt only: nothing runs
     messages += [{"role": "assistant", "content": fence(p)} for p in (_DEMO_WRONG, task.payload["reference"])]
-    notice = (f"{why} Skipped: the demo episode. Shown below: the task and the two programs the scripted player "
-              "would submit, not run, so there is no feedback and no score.")  # fmt: skip
-    return {"task_id": task_id, "transcript": messages, "turns": [], "success": None, "sandbox": "skipped",
-            "notice": notice}  # fmt: skip
+    notice = (
+        f"{why} Skipped: the demo episode. Shown below: the task and the two programs the scripted player "
+        "would submit, not run, so there is no feedback and no score."
+    )
+    return {
+        "task_id": task_id,
+        "transcript": messages,
+        "turns": [],
+        "success": None,
+        "sandbox": "skipped",
+        "notice": notice,
+    }

@@ -255,8 +255,14 @@ def solutions() -> str:
             *_answer_line(e, stored),
         ]
         if e.solution is not None:
-            out += ["", "Reference solution (the check at its end says it matches the kit's):", "", "```python",
-                    e.solution.rstrip(), "```"]  # fmt: skip
+            out += [
+                "",
+                "Reference solution (the check at its end says it matches the kit's):",
+                "",
+                "```python",
+                e.solution.rstrip(),
+                "```",
+            ]
     return "\n".join(out) + "\n"
 
 

@@ -38,8 +38,9 @@ class Check:
         return f"NOT YET: {self.what}: {self.detail}"
 
 
-def _compare(what: str, cases: Sequence[tuple[str, Callable[[], object], Callable[[], object]]],
-             tol: float = 1e-6) -> Check:  # fmt: skip
+def _compare(
+    what: str, cases: Sequence[tuple[str, Callable[[], object], Callable[[], object]]], tol: float = 1e-6
+) -> Check:
     """Run (description, student call, kit call) cases in order; stop at the first error or disagreement."""
     for i, (desc, mine, kit) in enumerate(cases):
         try:
@@ -83,16 +84,23 @@ def pass_at_k(
     for _ in range(trials):
         n = int(rng.integers(1, n_max + 1))
         triples.append((n, int(rng.integers(0, n + 1)), int(rng.integers(1, n + 1))))
-    cases = [(f"n={n}, c={c}, k={k}", lambda n=n, c=c, k=k: fn(n, c, k),
-              lambda n=n, c=c, k=k: metrics.pass_at_k(n, c, k)) for n, c, k in triples]  # fmt: skip
+    cases = [
+        (
+            f"n={n}, c={c}, k={k}",
+            lambda n=n, c=c, k=k: fn(n, c, k),
+            lambda n=n, c=c, k=k: metrics.pass_at_k(n, c, k),
+        )
+        for n, c, k in triples
+    ]
     return _compare("your pass_at_k and helpers.metrics.pass_at_k", cases, tol=1e-9)
 
 
 # ------------------------------------------------------------------------------ 00d: the structural bound
 
 
-def upper_bound(fn: Callable[[np.ndarray, np.ndarray, int, int], float], tasks: Sequence, budgets: Sequence[int]
-                ) -> Check:  # fmt: skip
+def upper_bound(
+    fn: Callable[[np.ndarray, np.ndarray, int, int], float], tasks: Sequence, budgets: Sequence[int]
+) -> Check:
     """`fn(R, C, start, budget)`, the best success probability within `budget` turns from `start` on a map with
     rewards R [n, 4] and continuation probabilities C [n, 4, n] (`frozenlake.blind_tables`), against the kit's
     structural upper bound `frozenlake.upper_bound` on every task and budget."""
@@ -100,17 +108,22 @@ def upper_bound(fn: Callable[[np.ndarray, np.ndarray, int, int], float], tasks: 
     for task in tasks:
         R, C, start, _ = fl.blind_tables(task)
         for T in budgets:
-            cases.append((f"task {task.task_id}, T={T}",
-                          lambda R=R, C=C, s=start, T=T: fn(R.copy(), C.copy(), s, T),
-                          lambda task=task, T=T: fl.upper_bound(task, T)))  # fmt: skip
+            cases.append(
+                (
+                    f"task {task.task_id}, T={T}",
+                    lambda R=R, C=C, s=start, T=T: fn(R.copy(), C.copy(), s, T),
+                    lambda task=task, T=T: fl.upper_bound(task, T),
+                )
+            )
     return _compare("your upper bound and frozenlake.upper_bound", cases, tol=1e-9)
 
 
 # ----------------------------------------------------------------------------------- 04d: step quality
 
 
-def step_quality(fn: Callable[[np.ndarray, int | None], float], envs_and_replies: Sequence[tuple[object, str]]
-                 ) -> Check:  # fmt: skip
+def step_quality(
+    fn: Callable[[np.ndarray, int | None], float], envs_and_replies: Sequence[tuple[object, str]]
+) -> Check:
     """`fn(q, action)`, the score of one move (`action` an index into `frozenlake.ACTIONS`, None for an invalid
     reply) at a state whose action values under the remaining budget are q [4], against the environment's own
     `step_quality(reply)`; `envs_and_replies` are environments paused at a state and a reply to score there."""
@@ -118,16 +131,25 @@ def step_quality(fn: Callable[[np.ndarray, int | None], float], envs_and_replies
     for env, reply in envs_and_replies:
         q = np.array(env.q_values(), dtype=float)
         action = fl.parse_action(reply)[0]
-        cases.append((f"q={np.round(q, 3).tolist()}, action={action}", lambda q=q, a=action: fn(q.copy(), a),
-                      lambda env=env, reply=reply: env.step_quality(reply)))  # fmt: skip
+        cases.append(
+            (
+                f"q={np.round(q, 3).tolist()}, action={action}",
+                lambda q=q, a=action: fn(q.copy(), a),
+                lambda env=env, reply=reply: env.step_quality(reply),
+            )
+        )
     return _compare("your step quality and the environment's step_quality", cases, tol=1e-9)
 
 
 # ---------------------------------------------------------------------------------- 06d: cumulative LLR
 
 
-def cumulative_llr(fn: Callable[[np.ndarray, np.ndarray, list[tuple[int, int]]], list[float]],
-                   policy_a, policy_b, trajs: Sequence) -> Check:  # fmt: skip
+def cumulative_llr(
+    fn: Callable[[np.ndarray, np.ndarray, list[tuple[int, int]]], list[float]],
+    policy_a,
+    policy_b,
+    trajs: Sequence,
+) -> Check:
     """`fn(logp_a, logp_b, spans)`, the cumulative log-likelihood ratio log pi_a - log pi_b after each turn of one
     trajectory, from the log-probs of its tokens under each policy and the (start, end) token span of each turn's
     action, against `helpers.likelihood.cumulative_llr` on `trajs`."""
@@ -139,9 +161,13 @@ def cumulative_llr(fn: Callable[[np.ndarray, np.ndarray, list[tuple[int, int]]],
     for i, tr in enumerate(trajs):
         spans = [tuple(s) for s in tr.turn_spans()]
         want = kit[kit["trajectory"] == i].sort_values("turn")["cum_llr"].to_numpy()
-        cases.append((f"trajectory {i} ({tr.model}, {len(spans)} turns)",
-                      lambda a=lp_a[i], b=lp_b[i], s=spans: fn(a.copy(), b.copy(), list(s)),
-                      lambda w=want: w))  # fmt: skip
+        cases.append(
+            (
+                f"trajectory {i} ({tr.model}, {len(spans)} turns)",
+                lambda a=lp_a[i], b=lp_b[i], s=spans: fn(a.copy(), b.copy(), list(s)),
+                lambda w=want: w,
+            )
+        )
     return _compare("your cumulative LLR and likelihood.cumulative_llr", cases, tol=1e-4)
 
 
@@ -163,8 +189,9 @@ def random_groups(n_groups: int = 6, group_size: int = 4, seed: int = 0) -> tupl
     return trajectories, group_ids
 
 
-def gigpo_step_advantages(fn: Callable[[list, list, float], list], trials: int = 20, gamma: float = 0.95,
-                          seed: int = 0) -> Check:  # fmt: skip
+def gigpo_step_advantages(
+    fn: Callable[[list, list, float], list], trials: int = 20, gamma: float = 0.95, seed: int = 0
+) -> Check:
     """`fn(trajectories, group_ids, gamma)`, GiGPO's step advantage A_step(i, t) (mean-normalised, verl-agent's
     default), one list per trajectory, against `helpers.algos.gigpo_advantages` (its step part: the advantage
     with step_weight 1 minus the one with step_weight 0) on random task groups."""
@@ -192,16 +219,22 @@ def gigpo_step_advantages(fn: Callable[[list, list, float], list], trials: int =
 # ------------------------------------------------------------------------------------- 01d: GRPO advantage
 
 
-def grpo_advantages(fn: Callable[[list[float], list, bool], list[float]], trials: int = 200, seed: int = 0
-                    ) -> Check:  # fmt: skip
+def grpo_advantages(
+    fn: Callable[[list[float], list, bool], list[float]], trials: int = 200, seed: int = 0
+) -> Check:
     """`fn(rewards, group_ids, norm_by_std)`, GRPO's group-normalised advantage of every trajectory (Dr.GRPO's
     mean-centred one with `norm_by_std=False`), against `helpers.algos.grpo_advantages`: edge cases first (a group
     whose rewards are all equal, a group of one, groups in no order), then random groups of 0/1 and graded
     rewards, with both settings."""
     rng = np.random.default_rng(seed)
-    inputs = [([1.0, 0.0, 0.0, 0.0], ["a"] * 4), ([1.0, 1.0, 1.0, 1.0], ["a"] * 4), ([0.0, 0.0], ["a", "a"]),
-              ([1.0], ["a"]), ([1.0, 0.0, 1.0, 0.0, 0.0, 1.0], ["a", "b", "b", "a", "c", "c"]),
-              ([0.3, 0.9, 0.1], ["a"] * 3)]  # fmt: skip
+    inputs = [
+        ([1.0, 0.0, 0.0, 0.0], ["a"] * 4),
+        ([1.0, 1.0, 1.0, 1.0], ["a"] * 4),
+        ([0.0, 0.0], ["a", "a"]),
+        ([1.0], ["a"]),
+        ([1.0, 0.0, 1.0, 0.0, 0.0, 1.0], ["a", "b", "b", "a", "c", "c"]),
+        ([0.3, 0.9, 0.1], ["a"] * 3),
+    ]
     for k in range(trials):
         n_groups, size = int(rng.integers(1, 6)), int(rng.integers(1, 9))
         ids = [f"task{g}" for g in range(n_groups) for _ in range(size)]
@@ -212,10 +245,15 @@ def grpo_advantages(fn: Callable[[list[float], list, bool], list[float]], trials
     cases = []
     for rewards, ids in inputs:
         for norm in (True, False):
-            cases.append((f"rewards={rewards}, group_ids={ids}, norm_by_std={norm}",
-                          lambda r=rewards, g=ids, n=norm: fn(list(r), list(g), n),
-                          lambda r=rewards, g=ids, n=norm: algos.grpo_advantages(torch.tensor(r), g,
-                                                                                 norm_by_std=n).numpy()))  # fmt: skip
+            cases.append(
+                (
+                    f"rewards={rewards}, group_ids={ids}, norm_by_std={norm}",
+                    lambda r=rewards, g=ids, n=norm: fn(list(r), list(g), n),
+                    lambda r=rewards, g=ids, n=norm: algos.grpo_advantages(
+                        torch.tensor(r), g, norm_by_std=n
+                    ).numpy(),
+                )
+            )
     return _compare("your GRPO advantages and algos.grpo_advantages", cases, tol=1e-5)
 
 
@@ -233,8 +271,13 @@ def budgetmix_candidates(fn: Callable[[int], list[int]], t_maxes: Sequence[int] 
 # ------------------------------------------------------------------------------------- 05c: concentration
 
 
-def concentration(fn: Callable[[pd.DataFrame, pd.DataFrame, str, str], list[float]], error_states: pd.DataFrame,
-                  matched_states: pd.DataFrame, resamples: int = 10, seed: int = 0) -> Check:  # fmt: skip
+def concentration(
+    fn: Callable[[pd.DataFrame, pd.DataFrame, str, str], list[float]],
+    error_states: pd.DataFrame,
+    matched_states: pd.DataFrame,
+    resamples: int = 10,
+    seed: int = 0,
+) -> Check:
     """`fn(error_states, matched_states, a, b)`, per RL seed (in sorted order) policy `a`'s win rate over `b` at the
     live error states minus at the live matched states, against the per-seed values of
     `helpers.recovery.concentration`: on notebook 05's and 04's per-state tables, for RL against the base and the
@@ -243,9 +286,13 @@ def concentration(fn: Callable[[pd.DataFrame, pd.DataFrame, str, str], list[floa
     rng = np.random.default_rng(seed)
     tables = [("the notebooks' tables", error_states, matched_states)]
     for k in range(resamples):
-        tables.append((f"resampled tables #{k}",
-                       error_states.sample(frac=1.0, replace=True, random_state=int(rng.integers(2**31))),
-                       matched_states.sample(frac=1.0, replace=True, random_state=int(rng.integers(2**31)))))  # fmt: skip
+        tables.append(
+            (
+                f"resampled tables #{k}",
+                error_states.sample(frac=1.0, replace=True, random_state=int(rng.integers(2**31))),
+                matched_states.sample(frac=1.0, replace=True, random_state=int(rng.integers(2**31))),
+            )
+        )
     cases = []
     for desc, err, mat in tables:
         try:
@@ -254,7 +301,11 @@ def concentration(fn: Callable[[pd.DataFrame, pd.DataFrame, str, str], list[floa
             continue
         for a, b in recovery.RL_PAIRS:
             if f"{a}_vs_{b}" in kit:
-                cases.append((f"{desc}, {a} vs {b}",
-                              lambda e=err, m=mat, a=a, b=b: fn(e.copy(), m.copy(), a, b),
-                              lambda v=kit[f"{a}_vs_{b}"]["per_seed"]: v))  # fmt: skip
+                cases.append(
+                    (
+                        f"{desc}, {a} vs {b}",
+                        lambda e=err, m=mat, a=a, b=b: fn(e.copy(), m.copy(), a, b),
+                        lambda v=kit[f"{a}_vs_{b}"]["per_seed"]: v,
+                    )
+                )
     return _compare("your concentration and recovery.concentration's per-seed values", cases, tol=1e-9)

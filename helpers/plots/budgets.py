@@ -64,8 +64,15 @@ def testbed(curve: pd.DataFrame, t_max: int) -> plt.Figure:
     ax1.plot(curve["T"], curve["demonstrator"], "^:", color="#8c564b", label="demonstrator")
     base = curve.dropna(subset=["base"])
     if len(base):
-        ax1.errorbar(base["T"], base["base"], yerr=[base["base"] - base["base_low"], base["base_high"] - base["base"]],
-                     fmt="D-", color=PALETTE["base"], capsize=3, label="base (whole conversation)")  # fmt: skip
+        ax1.errorbar(
+            base["T"],
+            base["base"],
+            yerr=[base["base"] - base["base_low"], base["base_high"] - base["base"]],
+            fmt="D-",
+            color=PALETTE["base"],
+            capsize=3,
+            label="base (whole conversation)",
+        )
         ax1.plot(
             base["T"], base["base_last_turn"], "x:", color=PALETTE["base"], label="base (last turn only)"
         )
@@ -73,8 +80,11 @@ def testbed(curve: pd.DataFrame, t_max: int) -> plt.Figure:
     ax1.set(xlabel="turn budget T", ylabel="success within T turns", ylim=(0, 1), title="test maps")
     _legend_below(ax1, ncol=2)
     bottom = np.zeros(len(curve))
-    for column, text, color in (("noise_points", "noise", "#c7c7c7"), ("habit_points", "habit", "#7f7f7f"),
-                                ("budget_awareness_points", "budget awareness", PALETTE["upper bound"])):  # fmt: skip
+    for column, text, color in (
+        ("noise_points", "noise", "#c7c7c7"),
+        ("habit_points", "habit", "#7f7f7f"),
+        ("budget_awareness_points", "budget awareness", PALETTE["upper bound"]),
+    ):
         ax2.bar(curve["T"], curve[column], bottom=bottom, color=color, label=text)
         bottom = bottom + curve[column].to_numpy()
     ax2.axhline(0, color="k", lw=0.6)
@@ -104,11 +114,25 @@ def budget_bars(table: pd.DataFrame, upper: dict | None = None, ci: float = 0.95
         x = [j + (i - (len(names) - 1) / 2) * width for j in range(len(fracs))]
         n = int(d["n_seeds"].iloc[0]) if "n_seeds" in d else 1
         text = f"{label(name)} ({n} seeds)" if n > 1 else label(name)
-        ax.bar(x, d["success"], width, label=text, color=_color(name),
-               yerr=[d["success"] - d["low"], d["high"] - d["success"]], capsize=3)  # fmt: skip
+        ax.bar(
+            x,
+            d["success"],
+            width,
+            label=text,
+            color=_color(name),
+            yerr=[d["success"] - d["low"], d["high"] - d["success"]],
+            capsize=3,
+        )
     if upper:
-        ax.scatter(range(len(fracs)), [upper[f] for f in fracs], marker="_", s=600, color="k", zorder=3,
-                   label="structural upper bound")  # fmt: skip
+        ax.scatter(
+            range(len(fracs)),
+            [upper[f] for f in fracs],
+            marker="_",
+            s=600,
+            color="k",
+            zorder=3,
+            label="structural upper bound",
+        )
     budgets = table.drop_duplicates("fraction").set_index("fraction").loc[fracs, "budget"]
     ax.set_xticks(range(len(fracs)), [f"{f:.0%}\n(T={b})" for f, b in zip(fracs, budgets, strict=True)])
     ax.set(xlabel="turn budget (fraction of T_max)", ylabel="success rate", ylim=(0, 1.05))
@@ -205,8 +229,13 @@ def shared_limit(frames: list[pd.DataFrame]) -> float:
 
 
 @_styled
-def gap_heatmap(diff: pd.DataFrame, title: str, significant: pd.DataFrame | None = None, ci: float = 0.95,
-                lim: float | None = None) -> plt.Figure:  # fmt: skip
+def gap_heatmap(
+    diff: pd.DataFrame,
+    title: str,
+    significant: pd.DataFrame | None = None,
+    ci: float = 0.95,
+    lim: float | None = None,
+) -> plt.Figure:
     """RL minus base over (K, T), in percentage points (rows T, columns K). Annotations are whole points, a value
     that rounds to zero printed as 0; with `significant` (a boolean frame of the same shape: the difference's
     interval excludes 0) those cells are starred and the title says so. `lim` (points) fixes the colour scale at
@@ -220,8 +249,18 @@ def gap_heatmap(diff: pd.DataFrame, title: str, significant: pd.DataFrame | None
         star = significant.reindex(index=diff.index, columns=diff.columns).fillna(False).astype(bool)
         labels = labels.where(~star, labels + "*")
         title = f"{title}\n* {ci:.0%} interval (RL seeds × tasks) excludes 0"
-    sns.heatmap(diff, ax=ax, cmap="RdBu", center=0, vmin=-lim, vmax=lim, annot=labels.to_numpy() if annot else False,
-                fmt="", annot_kws={"fontsize": MIN_FONT}, cbar_kws={"label": "points"})  # fmt: skip
+    sns.heatmap(
+        diff,
+        ax=ax,
+        cmap="RdBu",
+        center=0,
+        vmin=-lim,
+        vmax=lim,
+        annot=labels.to_numpy() if annot else False,
+        fmt="",
+        annot_kws={"fontsize": MIN_FONT},
+        cbar_kws={"label": "points"},
+    )
     ax.set(title=title, xlabel="K (trajectories sampled)", ylabel="T (turn budget)")
     ax.invert_yaxis()
     return fig
@@ -245,8 +284,18 @@ def gap_heatmaps(
             star = sig.reindex(index=diff.index, columns=diff.columns).fillna(False).astype(bool)
             cells = cells.where(~star, cells + "*")
         annot = cells.to_numpy() if diff.shape[1] <= 16 else False
-        sns.heatmap(diff, ax=ax, cmap=cmap, center=0, vmin=-lim, vmax=lim, annot=annot, fmt="", cbar=False,
-                    annot_kws={"fontsize": MIN_FONT})  # fmt: skip
+        sns.heatmap(
+            diff,
+            ax=ax,
+            cmap=cmap,
+            center=0,
+            vmin=-lim,
+            vmax=lim,
+            annot=annot,
+            fmt="",
+            cbar=False,
+            annot_kws={"fontsize": MIN_FONT},
+        )
         ax.set(title=title, xlabel="K (trajectories sampled)", ylabel="")
         ax.invert_yaxis()
     axes[0, 0].set_ylabel("T (turn budget)")
@@ -268,8 +317,10 @@ def budget_lines(table: pd.DataFrame, upper: dict | None = None, ci: float = 0.9
     BudgetMix), each point with its interval; the structural upper bound dashed. `table` has columns method,
     fraction, success, low, high (`helpers.supervision.success_table`); corrupted-oracle methods are left out."""
     t = table[~table["method"].str.contains("@")]
-    panels = [("full budget", t[~t["method"].str.contains("+", regex=False)]),
-              ("BudgetMix", t[t["method"].str.contains("+budgetmix", regex=False)])]  # fmt: skip
+    panels = [
+        ("full budget", t[~t["method"].str.contains("+", regex=False)]),
+        ("BudgetMix", t[t["method"].str.contains("+budgetmix", regex=False)]),
+    ]
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.8), sharey=True)
     for ax, (title, d) in zip(axes, panels, strict=True):
         names = list(dict.fromkeys(d["method"]))
@@ -278,8 +329,15 @@ def budget_lines(table: pd.DataFrame, upper: dict | None = None, ci: float = 0.9
             x = (
                 g["fraction"] + (i - (len(names) - 1) / 2) * 0.008
             )  # a small offset so intervals do not overlap
-            ax.errorbar(x, g["success"], yerr=[g["success"] - g["low"], g["high"] - g["success"]], fmt="o-",
-                        capsize=3, color=PALETTE.get(_algorithm(name)), label=label(_algorithm(name)))  # fmt: skip
+            ax.errorbar(
+                x,
+                g["success"],
+                yerr=[g["success"] - g["low"], g["high"] - g["success"]],
+                fmt="o-",
+                capsize=3,
+                color=PALETTE.get(_algorithm(name)),
+                label=label(_algorithm(name)),
+            )
         if upper:
             fr = sorted(upper)
             ax.plot(fr, [upper[f] for f in fr], "k--", lw=1, label="structural upper bound")
@@ -304,8 +362,15 @@ def precision_curve(
     colours = sns.color_palette("viridis", n_colors=precision["fraction"].nunique())
     for colour, (f, g) in zip(colours, precision.groupby("fraction"), strict=True):
         g = g.sort_values("level")
-        ax.errorbar(g["level"], g["success"], yerr=[g["success"] - g["low"], g["high"] - g["success"]], fmt="o-",
-                    capsize=3, color=colour, label=f"{f:.0%} of T_max")  # fmt: skip
+        ax.errorbar(
+            g["level"],
+            g["success"],
+            yerr=[g["success"] - g["low"], g["high"] - g["success"]],
+            fmt="o-",
+            capsize=3,
+            color=colour,
+            label=f"{f:.0%} of T_max",
+        )
         if reference is not None:
             r = reference[reference["fraction"] == f]
             if len(r):
@@ -315,10 +380,15 @@ def precision_curve(
                         float(r["low"].iloc[0]), float(r["high"].iloc[0]), color=colour, alpha=0.07, lw=0
                     )
     what = _seeds_tasks(reference) if reference is not None and "n_tasks" in reference else "RL seeds × tasks"
-    ax.set(xlabel="oracle corruption (share of states with shuffled action values)", ylabel="success rate",
-           ylim=(0, 1.02))  # fmt: skip
-    ax.set_title(f"oracle-Q: how precise must the step signal be?\nerror bars and bands: {interval_note(ci, what)}",
-                 fontsize=MIN_FONT)  # fmt: skip
+    ax.set(
+        xlabel="oracle corruption (share of states with shuffled action values)",
+        ylabel="success rate",
+        ylim=(0, 1.02),
+    )
+    ax.set_title(
+        f"oracle-Q: how precise must the step signal be?\nerror bars and bands: {interval_note(ci, what)}",
+        fontsize=MIN_FONT,
+    )
     _legend_right(ax, title="budget (dashed: GRPO)")
     fig.tight_layout()
     return fig

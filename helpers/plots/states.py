@@ -44,8 +44,11 @@ def quality_distributions(
     _side_by_side(ax1, shown, np.linspace(0, 1, 11))
     ax1.set(xlabel="mean step quality at the state (normalised Q*)", ylabel="states", title=n)
     ax1.legend(frameon=False, loc="upper left")
-    diffs = [(f"RL minus {label(o)}", _color(o), (per_state["rl"] - per_state[o]).astype(float).to_numpy())
-             for o in ("base", "sharp") if o in per_state]  # fmt: skip
+    diffs = [
+        (f"RL minus {label(o)}", _color(o), (per_state["rl"] - per_state[o]).astype(float).to_numpy())
+        for o in ("base", "sharp")
+        if o in per_state
+    ]
     if diffs:
         top = max(float(np.nanmax(np.abs(d))) for _, _, d in diffs) or 1.0
         _side_by_side(ax2, diffs, np.linspace(-top, top, 17))
@@ -79,12 +82,25 @@ def win_rate_by_depth(
         label=f"{label(a)} better (states of all seeds pooled)",
     )
     ax.bar(x, depth["tie"], bottom=depth[f"{a}_better"], color="#dddddd", label="tie")
-    ax.bar(x, depth[f"{b}_better"], bottom=depth[f"{a}_better"] + depth["tie"], color=PALETTE["base"],
-           label=f"{label(b)} better")  # fmt: skip
+    ax.bar(
+        x,
+        depth[f"{b}_better"],
+        bottom=depth[f"{a}_better"] + depth["tie"],
+        color=PALETTE["base"],
+        label=f"{label(b)} better",
+    )
     if intervals is not None and len(intervals):
         iv = intervals.set_index("depth_bin").reindex(depth["depth_bin"])
-        ax.errorbar(list(x), iv["better"], yerr=[iv["better"] - iv["low"], iv["high"] - iv["better"]], fmt="o",
-                    ms=3, color="k", capsize=4, label=f"{label(a)} better: mean over seeds,\n{ci:.0%} interval (seeds, states)")  # fmt: skip
+        ax.errorbar(
+            list(x),
+            iv["better"],
+            yerr=[iv["better"] - iv["low"], iv["high"] - iv["better"]],
+            fmt="o",
+            ms=3,
+            color="k",
+            capsize=4,
+            label=f"{label(a)} better: mean over seeds,\n{ci:.0%} interval (seeds, states)",
+        )
     ax.axhline(0.5, color="k", ls="--", lw=1.2, label="50 % (as often better as not)")
     if reference is not None:
         ax.axhline(
@@ -120,8 +136,10 @@ def error_recovery(
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 5))
     keys = [k for k in ("rl_vs_base", "rl_vs_sharp", "sharp_vs_base") if k in superior]
     vals = [superior[k]["better"] for k in keys]
-    err = [[v - superior[k]["better_ci"][0] for k, v in zip(keys, vals, strict=True)],
-           [superior[k]["better_ci"][1] - v for k, v in zip(keys, vals, strict=True)]]  # fmt: skip
+    err = [
+        [v - superior[k]["better_ci"][0] for k, v in zip(keys, vals, strict=True)],
+        [superior[k]["better_ci"][1] - v for k, v in zip(keys, vals, strict=True)],
+    ]
     pairs = [k.split("_vs_") for k in keys]
     names = [f"{_wrapped(a)}\nbetter than\n{_wrapped(b)}" for a, b in pairs]
     # the bar takes the colour of what RL is compared with; a comparison without RL is hatched
@@ -132,8 +150,14 @@ def error_recovery(
     ax1.axhline(0.5, color="k", ls="--", lw=1.2, label="50 % (as often better as not)")
     if reference is not None and "rl_vs_base" in keys:
         i = keys.index("rl_vs_base")
-        ax1.plot([i - 0.45, i + 0.45], [reference] * 2, color="k", ls=":", lw=2.5,
-                 label=f"paper: RL better than the base at {reference:.1%}")  # fmt: skip
+        ax1.plot(
+            [i - 0.45, i + 0.45],
+            [reference] * 2,
+            color="k",
+            ls=":",
+            lw=2.5,
+            label=f"paper: RL better than the base at {reference:.1%}",
+        )
     ax1.legend(frameon=False, fontsize=MIN_FONT, loc="upper center", bbox_to_anchor=(0.5, -0.32))
     n_live = sum(superior.get("n_states_per_seed", [])) - sum(superior.get("n_dead_per_seed", []))
     seeds = superior.get("n_seeds")
@@ -143,16 +167,27 @@ def error_recovery(
         f"next action after an injected error\n{where}; {ci:.0%} interval (seeds, states)", fontsize=MIN_FONT
     )
     d = continuation.set_index("model")
-    ax2.bar([_wrapped(m) for m in d.index], d["success"], color=[_color(m) for m in d.index],
-            yerr=[d["success"] - d["low"], d["high"] - d["success"]], capsize=4)  # fmt: skip
+    ax2.bar(
+        [_wrapped(m) for m in d.index],
+        d["success"],
+        color=[_color(m) for m in d.index],
+        yerr=[d["success"] - d["low"], d["high"] - d["success"]],
+        capsize=4,
+    )
     if "upper_bound" in d:
         ax2.axhline(
             float(d["upper_bound"].iloc[0]), color="k", ls="--", lw=1.2, label="structural upper bound"
         )
     marked = [(i, m) for i, m in enumerate(d.index) if m in (reference_continuation or {})]
     for j, (i, m) in enumerate(marked):
-        ax2.plot([i - 0.45, i + 0.45], [reference_continuation[m]] * 2, color="k", ls=":", lw=2.5,
-                 label="paper's continuation success" if j == 0 else None)  # fmt: skip
+        ax2.plot(
+            [i - 0.45, i + 0.45],
+            [reference_continuation[m]] * 2,
+            color="k",
+            ls=":",
+            lw=2.5,
+            label="paper's continuation success" if j == 0 else None,
+        )
     if ax2.get_legend_handles_labels()[0]:
         ax2.legend(frameon=False, fontsize=MIN_FONT, loc="upper center", bbox_to_anchor=(0.5, -0.32))
     n = ""
@@ -187,8 +222,14 @@ def nll_histograms(nll: pd.DataFrame, quantile: float = 0.99) -> plt.Figure:
         k = int((v > hi).sum())
         shown = np.where(v > hi, hi + w, np.minimum(v, np.nextafter(hi, 0)))
         text = f"{short_label(name)} actions (n={len(v)}" + (f", {k} > {hi:.2f}" if over.any() else "") + ")"
-        _, _, patches = ax.hist(shown, bins=edges, alpha=0.55, density=True, label=text,
-                                color=_color("grpo" if name == "rl" else name))  # fmt: skip
+        _, _, patches = ax.hist(
+            shown,
+            bins=edges,
+            alpha=0.55,
+            density=True,
+            label=text,
+            color=_color("grpo" if name == "rl" else name),
+        )
         if over.any():
             patches[-1].set(hatch="///", edgecolor="k", linewidth=0.5)
     if over.any():
@@ -242,8 +283,15 @@ def llr_curves(summary: pd.DataFrame, ci: float = 0.95, min_n: int = 10) -> plt.
     axn.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     axn.set(xlabel="turn t", ylabel="n")
     axn.xaxis.set_major_locator(MaxNLocator(integer=True))
-    axn.text(1.0, 1.02, f"trajectories per turn (dashed: {min_n})", transform=axn.transAxes, ha="right",
-             va="bottom", fontsize=MIN_FONT)  # fmt: skip
+    axn.text(
+        1.0,
+        1.02,
+        f"trajectories per turn (dashed: {min_n})",
+        transform=axn.transAxes,
+        ha="right",
+        va="bottom",
+        fontsize=MIN_FONT,
+    )
     fig.tight_layout()
     # below the figure, after the layout, so that the layout keeps the panels' width (saved with bbox "tight")
     fig.legend(handles, texts, frameon=False, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=2)

@@ -21,8 +21,17 @@ import seaborn as sns
 sns.set_theme(style="whitegrid", context="notebook")
 # A slide-readable style for every figure (`style`): no text smaller than 12 pt (`MIN_FONT`).
 MIN_FONT = 12
-STYLE = {"font.size": 12, "axes.titlesize": 13, "axes.labelsize": 12, "xtick.labelsize": 12, "ytick.labelsize": 12,
-         "legend.fontsize": 12, "legend.title_fontsize": 12, "figure.titlesize": 14, "lines.linewidth": 2.0}  # fmt: skip
+STYLE = {
+    "font.size": 12,
+    "axes.titlesize": 13,
+    "axes.labelsize": 12,
+    "xtick.labelsize": 12,
+    "ytick.labelsize": 12,
+    "legend.fontsize": 12,
+    "legend.title_fontsize": 12,
+    "figure.titlesize": 14,
+    "lines.linewidth": 2.0,
+}
 # Every legend names loc="best" itself: matplotlib warns when placing a legend at the default loc took more than a
 # second of wall-clock time. The placement does not depend on the time, only the warning does (a loaded machine
 # printed it into notebook 04's output), and matplotlib gives it only where loc was left to its default.

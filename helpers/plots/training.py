@@ -56,9 +56,13 @@ def _units(by_seed: dict[int, pd.DataFrame], col: str) -> str | None:
 
 @_styled
 def seed_curves(
-    runs: dict[str, dict[int, pd.DataFrame]], columns: dict[str, str], title: str = "",
-    bands: dict[str, dict[str, pd.DataFrame | None]] | None = None, ci: float = 0.95, n_boot: int = 400,
-) -> plt.Figure:  # fmt: skip
+    runs: dict[str, dict[int, pd.DataFrame]],
+    columns: dict[str, str],
+    title: str = "",
+    bands: dict[str, dict[str, pd.DataFrame | None]] | None = None,
+    ci: float = 0.95,
+    n_boot: int = 400,
+) -> plt.Figure:
     """Per metric column (panel columns) against the RL step. Top, the level: per method the mean over RL seeds,
     each seed as a thin line where there are several and, for a single method, its band (where `bands[method][col]`
     holds the level's intervals over seeds and units, `metrics.seed_bands`, those; otherwise the range of the
@@ -93,8 +97,14 @@ def seed_curves(
             if multi:
                 for v in seeds.values():
                     ax.plot(level["step"], np.asarray(v), color=c, lw=0.7, alpha=0.35)
-            ax.plot(level["step"], level["mean"], marker="o", ms=4, color=c,
-                    label=f"{label(method)} ({_seed_word(len(by_seed))})")  # fmt: skip
+            ax.plot(
+                level["step"],
+                level["mean"],
+                marker="o",
+                ms=4,
+                color=c,
+                label=f"{label(method)} ({_seed_word(len(by_seed))})",
+            )
             if level_bands and iv is not None:
                 ax.fill_between(iv["step"], iv["low"], iv["high"], color=c, alpha=0.15)
                 drawn["band"] = True
@@ -109,8 +119,15 @@ def seed_curves(
             spacing = float(np.min(np.diff(drawn_steps))) if len(drawn_steps) > 1 else 1.0
             offset = (i - (n_methods - 1) / 2) * 0.15 * spacing
             if ch is not None:
-                axc.errorbar(ch["step"] + offset, ch["mean"], yerr=[ch["mean"] - ch["low"], ch["high"] - ch["mean"]],
-                             fmt="o-", ms=4, capsize=3, color=c)  # fmt: skip
+                axc.errorbar(
+                    ch["step"] + offset,
+                    ch["mean"],
+                    yerr=[ch["mean"] - ch["low"], ch["high"] - ch["mean"]],
+                    fmt="o-",
+                    ms=4,
+                    capsize=3,
+                    color=c,
+                )
                 drawn["change"] = True
             else:
                 axc.plot(
@@ -118,8 +135,16 @@ def seed_curves(
                 )
         if not ax.lines:
             for a in (ax, axc):
-                a.text(0.5, 0.5, "not logged in this run", ha="center", va="center", transform=a.transAxes,
-                       fontsize=MIN_FONT, color="#555555")  # fmt: skip
+                a.text(
+                    0.5,
+                    0.5,
+                    "not logged in this run",
+                    ha="center",
+                    va="center",
+                    transform=a.transAxes,
+                    fontsize=MIN_FONT,
+                    color="#555555",
+                )
         axc.axhline(0, color="k", lw=1.2)
         ax.set(ylabel="level")
         ax.set_title(ylabel, fontsize=MIN_FONT)
@@ -173,8 +198,12 @@ def training_curves(m: pd.DataFrame, title: str) -> plt.Figure:
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.6))
     batch = m.dropna(subset=["success"]) if "success" in m else m.iloc[0:0]
     if len(batch):
-        ax1.plot(batch["step"], batch["success"].rolling(5, min_periods=1).mean(), color="#9ecae1",
-                 label="training batch (5-step mean)")  # fmt: skip
+        ax1.plot(
+            batch["step"],
+            batch["success"].rolling(5, min_periods=1).mean(),
+            color="#9ecae1",
+            label="training batch (5-step mean)",
+        )
     ev = m.dropna(subset=["eval_success"])
     ax1.plot(ev["step"], ev["eval_success"], marker="o", color=PALETTE["grpo"], label="R_multi (full budget)")
     ax1.set(xlabel="RL step", ylabel="success", title=f"{title}: trajectory level", ylim=(-0.02, 1.02))

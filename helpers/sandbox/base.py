@@ -54,9 +54,17 @@ class Limits:
 
     def __post_init__(self) -> None:
         for name in (
-            "timeout_s", "memory_mb", "output_bytes", "max_procs", "startup_s", "error_bytes", "shown_bytes",
-            "disk_mb", "open_files", "stall_s",
-        ):  # fmt: skip
+            "timeout_s",
+            "memory_mb",
+            "output_bytes",
+            "max_procs",
+            "startup_s",
+            "error_bytes",
+            "shown_bytes",
+            "disk_mb",
+            "open_files",
+            "stall_s",
+        ):
             if getattr(self, name) <= 0:
                 raise ValueError(f"sandbox Limits.{name} must be positive, got {getattr(self, name)!r}")
         if self.run_wall_s is not None and not self.run_wall_s > 0:

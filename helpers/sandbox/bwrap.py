@@ -37,8 +37,12 @@ def interpreter() -> Interpreter:
     """Found once per process (`ldd` over the interpreter and every extension module of the standard library)."""
     exe = os.path.realpath(getattr(sys, "_base_executable", None) or sys.executable)
     stdlib = stdlib_roots()
-    hidden = tuple(p for s in stdlib for p in (os.path.join(s, "site-packages"), os.path.join(s, "dist-packages"))
-                   if os.path.isdir(p))  # fmt: skip
+    hidden = tuple(
+        p
+        for s in stdlib
+        for p in (os.path.join(s, "site-packages"), os.path.join(s, "dist-packages"))
+        if os.path.isdir(p)
+    )
     modules = sorted({m for s in stdlib for m in glob.glob(os.path.join(s, "lib-dynload", "*.so"))})
     ldd = shutil.which("ldd") or "/usr/bin/ldd"
     try:
@@ -62,8 +66,19 @@ def bwrap_command(
     """bubblewrap's command line: new namespaces, an empty read-only root with only the interpreter, its standard
     library and its libraries, private /proc, /dev, and size-limited tmpfs for the working dir, /tmp, /dev/shm;
     with `seccomp_fd`, the seccomp filter read from that descriptor (`seccomp.program_fd`)."""
-    cmd = [bwrap, "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
-           "--hostname", "sandbox", "--die-with-parent", "--new-session", "--clearenv"]  # fmt: skip
+    cmd = [
+        bwrap,
+        "--unshare-ipc",
+        "--unshare-pid",
+        "--unshare-net",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+        "--hostname",
+        "sandbox",
+        "--die-with-parent",
+        "--new-session",
+        "--clearenv",
+    ]
     for key, value in env.items():
         cmd += ["--setenv", key, value]
     if userns:
@@ -101,8 +116,12 @@ def _ancestors(path: str) -> list[str]:
 def stdlib_roots() -> list[str]:
     """The base interpreter's standard library directories (not a virtual environment's `lib`, which only holds
     site-packages): what the child may read."""
-    base = {"base": sys.base_prefix, "platbase": sys.base_exec_prefix, "installed_base": sys.base_prefix,
-            "installed_platbase": sys.base_exec_prefix}  # fmt: skip
+    base = {
+        "base": sys.base_prefix,
+        "platbase": sys.base_exec_prefix,
+        "installed_base": sys.base_prefix,
+        "installed_platbase": sys.base_exec_prefix,
+    }
     paths = {sysconfig.get_path("stdlib", vars=base), sysconfig.get_path("platstdlib", vars=base)}
     paths.add(os.path.dirname(os.__file__))
     return sorted({os.path.realpath(p) for p in paths if p and os.path.isdir(p)})

@@ -39,8 +39,11 @@ def validate_test(test: dict) -> None:
     """
     if not isinstance(test, dict) or test.get("kind") not in TEST_KINDS:
         raise ValueError(f"test must be a dict with kind in {TEST_KINDS}, got {str(test)[:80]!r}")
-    need = {"stdin": {"input": str, "output": str}, "call": {"fn_name": str, "args": list},
-            "assert": {"entry_point": str, "code": str}}[test["kind"]]  # fmt: skip
+    need = {
+        "stdin": {"input": str, "output": str},
+        "call": {"fn_name": str, "args": list},
+        "assert": {"entry_point": str, "code": str},
+    }[test["kind"]]
     for key, typ in need.items():
         if not isinstance(test.get(key), typ):
             raise ValueError(

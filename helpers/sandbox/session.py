@@ -43,14 +43,42 @@ CPU_SIGNALS = (signal.SIGPROF, signal.SIGXCPU)  # the child's CPU-time timer, an
 _AHEAD_BYTES, _AHEAD_COMMANDS = 32768, 64  # commands sent before their turn: well under a pipe's 64 KiB
 # Modules imported before privileges drop where the standard library is not readable by the sandbox uid (weak
 # mode as root, without bubblewrap's bind mounts: e.g. an interpreter under /root).
-# fmt: off
 PRELOADED = (
-    "abc", "array", "bisect", "cmath", "collections", "collections.abc", "contextlib", "copy", "datetime",
-    "decimal", "enum", "fractions", "functools", "hashlib", "heapq", "io", "itertools", "json", "math", "numbers",
-    "operator", "queue", "random", "re", "socket", "statistics", "string", "struct", "textwrap", "threading",
-    "time", "types", "typing", "unicodedata",
+    "abc",
+    "array",
+    "bisect",
+    "cmath",
+    "collections",
+    "collections.abc",
+    "contextlib",
+    "copy",
+    "datetime",
+    "decimal",
+    "enum",
+    "fractions",
+    "functools",
+    "hashlib",
+    "heapq",
+    "io",
+    "itertools",
+    "json",
+    "math",
+    "numbers",
+    "operator",
+    "queue",
+    "random",
+    "re",
+    "socket",
+    "statistics",
+    "string",
+    "struct",
+    "textwrap",
+    "threading",
+    "time",
+    "types",
+    "typing",
+    "unicodedata",
 )
-# fmt: on
 
 
 def signal_text(code: int, oom: bool) -> str:
@@ -321,5 +349,12 @@ class Session:
 
 
 def _child_env(home: str) -> dict:
-    return {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": home, "TMPDIR": home, "PYTHONHASHSEED": "0",
-            "PYTHONUTF8": "1", "PYTHONDONTWRITEBYTECODE": "1"}  # fmt: skip
+    return {
+        "PATH": "/usr/bin:/bin",
+        "LANG": "C.UTF-8",
+        "HOME": home,
+        "TMPDIR": home,
+        "PYTHONHASHSEED": "0",
+        "PYTHONUTF8": "1",
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }

@@ -97,8 +97,15 @@ class CallLimits:
             object.__setattr__(self, "stall_s", stall_guard_s(self.time_s))
         if self.reply_time_s is None and self.time_s > 0:
             object.__setattr__(self, "reply_time_s", 4 * self.time_s)
-        for key in ("time_s", "output_chars", "memory_mb", "stall_s", "calls_per_reply", "reply_time_s",
-                    "observation_chars"):  # fmt: skip
+        for key in (
+            "time_s",
+            "output_chars",
+            "memory_mb",
+            "stall_s",
+            "calls_per_reply",
+            "reply_time_s",
+            "observation_chars",
+        ):
             if getattr(self, key) is None or getattr(self, key) <= 0:
                 raise ValueError(f"bfcl: call limit {key} must be positive, got {getattr(self, key)!r}")
 

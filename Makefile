@@ -84,9 +84,12 @@ verify: install
 
 # Dead code (vulture): names defined in helpers/, scripts/ and benchmarks/ that nothing reads. Notebooks and tests
 # are outside its view: what only they call, or what is called by name, is listed in .vulture_whitelist.py.
+# The formatter owns the layout: no `# fmt: skip` / `# fmt: off` anywhere (README, "Three more for working on the kit").
 lint: install
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
+	@! grep -rnE --include='*.py' --include='*.ipynb' '# fmt: (skip|off)' helpers tests scripts benchmarks notebooks \
+	  || { echo "lint: a '# fmt:' pragma above; the formatter owns the layout (make format)"; exit 1; }
 	$(PY) -m vulture helpers scripts benchmarks .vulture_whitelist.py --min-confidence 60
 
 format: install

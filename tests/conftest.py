@@ -80,33 +80,31 @@ def shared_tmp(tmp_path_factory) -> Path:
     return shared
 
 
+def _session_folder(shared_tmp: Path, variable: str, name: str):
+    """`shared_tmp/name` as the environment variable `variable` for the whole session (kernels and subprocesses
+    inherit it), or the folder the variable names already (as `make test` sets KIT_BASE_CACHE)."""
+    if os.environ.get(variable):
+        yield Path(os.environ[variable])
+        return
+    folder = shared_tmp / name
+    folder.mkdir(exist_ok=True)
+    os.environ[variable] = str(folder)
+    yield folder
+    os.environ.pop(variable, None)
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _base_cache(shared_tmp):
-    """One folder of built bases for the session, shared by its workers (left alone when KIT_BASE_CACHE is set
-    already, as `make test` does)."""
-    if os.environ.get("KIT_BASE_CACHE"):
-        yield Path(os.environ["KIT_BASE_CACHE"])
-        return
-    cache = shared_tmp / "base_cache"
-    cache.mkdir(exist_ok=True)
-    os.environ["KIT_BASE_CACHE"] = str(cache)
-    yield cache
-    os.environ.pop("KIT_BASE_CACHE", None)
+    """One folder of built bases for the session, shared by its workers (`KIT_BASE_CACHE`)."""
+    yield from _session_folder(shared_tmp, "KIT_BASE_CACHE", "base_cache")
 
 
 @pytest.fixture(autouse=True, scope="session")
 def _map_cache(shared_tmp):
-    """One FrozenLake map cache for the session (`KIT_MAP_CACHE`, inherited by kernels and subprocesses): every test
-    has a results root of its own, and the cpu profile's selected maps cost about 20 s of a core to draw, once per
-    root without it. Tests of the cache itself set their own (left alone when KIT_MAP_CACHE is set already)."""
-    if os.environ.get("KIT_MAP_CACHE"):
-        yield Path(os.environ["KIT_MAP_CACHE"])
-        return
-    cache = shared_tmp / "frozenlake-maps"
-    cache.mkdir(exist_ok=True)
-    os.environ["KIT_MAP_CACHE"] = str(cache)
-    yield cache
-    os.environ.pop("KIT_MAP_CACHE", None)
+    """One FrozenLake map cache for the session (`KIT_MAP_CACHE`): every test has a results root of its own, and the
+    cpu profile's selected maps cost about 20 s of a core to draw, once per root without it. Tests of the cache
+    itself set their own."""
+    yield from _session_folder(shared_tmp, "KIT_MAP_CACHE", "frozenlake-maps")
 
 
 @pytest.fixture(scope="session")

@@ -296,22 +296,7 @@ def _replicate(cfg, agents: dict, tasks, chat, roles=ROLES_NULL) -> dict:
         }  # matched.recorded
         base, rl = trajs[f"base-s{k}"], trajs[name]
         pool = probing.matched_pool(base, rl, by_id, p.n_states, seed=controls.stream(cfg.seed + 4001, k))
-        cand = probing.matched_pool(
-            base,
-            rl,
-            by_id,
-            min(4 * p.n_error_states, 400),
-            seed=controls.stream(cfg.seed + 5000, k),
-            at_most=True,
-        )
-        order = np.random.default_rng(controls.stream(cfg.seed + 5001, k)).permutation(len(cand))
-        errors = probing.error_pool(
-            [cand[i] for i in order],
-            chat,
-            controls.stream(cfg.seed + 5002, k),
-            p.n_error_states,
-            probing.attempts_of(base),
-        )
+        errors = recovery.seed_error_pool(cfg, chat, base, rl, tasks, k)  # as notebook 05 builds it
         out["pools"][name], out["errors"][name] = pool, errors
         for key, states, offset in (("t04", pool, 4002), ("t05", errors, 5003)):
             s = Sampling.from_config(cfg.sampling, seed=controls.stream(cfg.seed + offset, k))

@@ -101,6 +101,8 @@ BY_NAME = (
     speed.case_monitor,
     speed.case_tokenise,
     speed.case_instrument,
+    speed.case_plays,
+    speed.case_maps,
     answers._a00a,  # helpers/exercises/answers.py: READERS, every _aNNx of the module
     answers._a00b,
     answers._a00c,

@@ -13,8 +13,10 @@ they are:
 * `attention`: one evaluation rollout (100 test maps x 8 samples at T_max, as notebook 02 evaluates a model) with
   the per-turn pre-fill's attention through transformers' SDPA path, which copies the keys and values once per
   query group (before), against SDPA with `enable_gqa` (`attention.SDPA_GQA`); the same trajectories.
-* `chunks`: the same evaluation rollout generated as one batch of 800 trajectories (before) against chunks of
-  `policy.ROLLOUT_ROWS` one after the other (an HF policy's `rollout_rows` on the CPU); other random draws past the first chunk: both successes are printed.
+* `chunks`: the same evaluation rollout generated in chunks of 256 trajectories (before, `policy.ROLLOUT_ROWS`
+  until issue 51's second pass; one batch of 800 before that took 1/0.61 the time of chunks of 256) against chunks
+  of `policy.ROLLOUT_ROWS` (64) one after the other; other random draws past the first chunk: both successes are
+  printed.
 * `probe`: the budget-swap probe's scoring of four replies at each opening prompt of 40 test maps (every budget):
   every prompt + reply as its own sequence (`HFPolicy._score_rows`, before) against each distinct prompt pre-filled
   once (`HFPolicy.score` now); log-probs equal to rounding.
@@ -26,6 +28,13 @@ they are:
   tokenised once; bit-identical records.
 * `instrument`: notebook 02's instrument section on scripted players at 20 test maps (`instrument.success_by_budget`),
   one worker (before) against `eval.workers` 2; bit-identical table. Needs two idle cores to show its gain.
+* `plays`: a probe of four agents (the base at four temperatures: R_single at 60 states x G 16 and 4
+  continuations from each, as notebooks 04 and 05 play them through `evaluate.recorded_plays`), one agent after
+  another in this process with two torch threads, as the notebook's kernel ran them (before), against two agents at a
+  time in worker processes of one thread (`eval.workers` 2); byte-identical probe files. Needs two idle cores.
+* `maps`: the cpu profile's selected FrozenLake map set (its random maps: 750 training and 75 test maps), every
+  candidate judged here one by one (`frozenlake_maps.DRAW_WORKERS = 1`, before) against blocks of candidates judged
+  by two worker processes; the same maps. Needs two idle cores.
 
 The numbers depend on the machine and its load; the ratios are what to compare (README, Speed).
 """
@@ -37,6 +46,7 @@ import copy
 import json
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -65,7 +75,7 @@ from helpers.policy import HFPolicy, Sampling
 from helpers.ppo import ppo_update
 from helpers.rl_runs import probe_pool
 
-CASES = ("update", "attention", "chunks", "probe", "monitor", "tokenise", "instrument")
+CASES = ("update", "attention", "chunks", "probe", "monitor", "tokenise", "instrument", "plays", "maps")
 
 
 def alternate(old: Callable, new: Callable, repeats: int) -> tuple[float, float, object, object]:
@@ -180,12 +190,12 @@ def case_chunks(cfg, repeats: int) -> dict:
         return run
 
     n = len(tasks) * cfg.eval.n_samples
-    old_s, new_s, a, b = alternate(evaluate(None), evaluate(rows), repeats)
+    old_s, new_s, a, b = alternate(evaluate(256), evaluate(rows), repeats)
     return {
         "old_s": old_s,
         "new_s": new_s,
         "identical": False,
-        "note": f"{n} trajectories, chunks of {rows}; other draws: success {a:.3f} (one batch), {b:.3f} (chunks)",
+        "note": f"{n} trajectories, chunks of 256 vs {rows}; other draws: success {a:.3f} (256), {b:.3f} ({rows})",
     }
 
 
@@ -268,6 +278,83 @@ def case_instrument(cfg, repeats: int) -> dict:
         "new_s": new_s,
         "identical": bool(a.equals(b)),
         "note": "20 test maps, 1 vs 2 workers",
+    }
+
+
+def case_plays(cfg, repeats: int) -> dict:
+    from helpers import evaluate
+    from helpers.agents import Agent
+
+    policy, tasks, sampling = evaluation_setting(cfg)
+    with policy:
+        trajs = rollout.rollout(
+            policy, cfg.env.name, tasks[:40], cfg.env.frozenlake.t_max, 2, sampling, seed=1
+        )
+    states = probing.sample_states(
+        trajs, {t.task_id: t for t in tasks}, 60, np.random.default_rng(0), "base", at_most=True
+    )
+    roster = {
+        f"base@{t:g}": Agent(f"base@{t:g}", base_model.path_of(cfg), cfg, temperature=t)
+        for t in (1.0, 0.7, 0.5, 0.3)
+    }
+    seeded = sampling.replace(seed=7)
+    plays = {
+        name: [
+            evaluate.Play(
+                (name, "q"), "quality", states, [16], probing.state_quality, (states, 16, seeded, 4)
+            ),
+            evaluate.Play(
+                (name, "c"), "cont", states, [4], probing.continuation_success, (states, 4, seeded, 5)
+            ),
+        ]
+        for name in roster
+    }
+
+    def play(workers: int, threads: int):
+        def run():
+            torch.set_num_threads(threads)
+            with tempfile.TemporaryDirectory() as root, store.results_at(Path(root)):
+                evaluate.recorded_plays(cfg.profile, roster, plays, workers)
+                folder = store.profile_dir(cfg.profile) / "probes"
+                files = {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+            torch.set_num_threads(1)
+            return files
+
+        return run
+
+    old_s, new_s, a, b = alternate(play(1, 2), play(2, 1), repeats)
+    return {
+        "old_s": old_s,
+        "new_s": new_s,
+        "identical": a == b,
+        "note": f"{len(a)} probe files, 4 agents x {len(states)} states; one process of 2 threads vs 2 workers",
+    }
+
+
+def case_maps(cfg, repeats: int) -> dict:
+    from helpers.envs import frozenlake_maps
+
+    f = cfg.env.frozenlake
+    select = (f.is_slippery, f.success_rate, f.t_max, f.select_min_gap, f.select_min_mix_gap)
+    # the random maps only: the doorway share of each split is drawn by `helpers.envs.doorway`
+    n_train, n_test = (n - round(f.doorway_share * n) for n in (f.n_train, f.n_test))
+
+    def draw(workers: int):
+        def run():
+            frozenlake_maps.DRAW_WORKERS = workers
+            try:
+                return frozenlake_maps._draw_sets(f.size, f.hole_p, n_train, n_test, f.map_seed, select)
+            finally:
+                frozenlake_maps.DRAW_WORKERS = 2
+
+        return run
+
+    old_s, new_s, a, b = alternate(draw(1), draw(2), repeats)
+    return {
+        "old_s": old_s,
+        "new_s": new_s,
+        "identical": a == b,
+        "note": f"{n_train} training and {n_test} test maps of the cpu rule, judged here vs by 2 workers",
     }
 
 

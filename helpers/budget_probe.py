@@ -198,6 +198,13 @@ def flat(swaps: list[SwapState], probs: list[dict]) -> np.ndarray:
     return np.asarray([x for s, p in zip(swaps, probs, strict=True) for r in s.shown for x in p[r]], float)
 
 
+def flat_move_probabilities(
+    policy: Policy, swaps: list[SwapState], chat: ChatFormat | None = None
+) -> np.ndarray:
+    """`move_probabilities` in `flat`'s form: what the budget-swap probe records per model."""
+    return flat(swaps, move_probabilities(policy, swaps, chat))
+
+
 def unflat(swaps: list[SwapState], values) -> list[dict]:
     """`flat`'s inverse on the same swap states."""
     values = np.asarray(values, float)

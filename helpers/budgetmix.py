@@ -39,7 +39,7 @@ from helpers import (
     train,
 )
 from helpers import evaluate as evaluation
-from helpers.agents import opened, opened_on_demand
+from helpers.agents import opened
 from helpers.config import Config
 from helpers.dynamics import R_SINGLE_CURVES, change, measured
 from helpers.envs import Task, doorway, load_tasks, settings
@@ -445,20 +445,22 @@ def budget_swap(cfg: Config, out: store.Run, family: str = "random") -> BudgetSw
     chat = ChatFormat(tokenizer, models.chat_kwargs(tokenizer))  # as the models' rollouts render it
     states = [s.state for s in swaps]
     recipe = ["budget-swap", [s.shown for s in swaps]]
-    probs: dict[str, list[dict]] = {}
-    for name in names:  # one model at a time, loaded only where its numbers are not recorded
-        with opened_on_demand(agents[name], name) as policy:
-            values = evaluation.recorded_per_state(
-                cfg.results_name,
+    plays = {
+        name: [
+            evaluation.Play(
+                name,
                 f"{SWAP_PREFIX[family]}-{name}",
-                agents[name],
                 states,
                 recipe,
-                lambda get=policy: budget_probe.flat(
-                    swaps, budget_probe.move_probabilities(get(), swaps, chat)
-                ),
+                budget_probe.flat_move_probabilities,
+                (swaps, chat),
             )
-        probs[name] = budget_probe.unflat(swaps, values)
+        ]
+        for name in names
+    }
+    # each model loaded once, only where its numbers are not recorded, two at a time in workers (`eval.workers`)
+    values = evaluation.recorded_plays(cfg.results_name, agents, plays, cfg.eval.workers)
+    probs = {name: budget_probe.unflat(swaps, values[name]) for name in names}
     sharp_t = agents["sharp"].temperature
     probs = {
         "base": probs["base"],

@@ -14,12 +14,13 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Hashable
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from helpers import parallel, store
-from helpers.agents import Agent, AgentLike, agent_id, opened
+from helpers.agents import Agent, AgentLike, agent_id, opened, opened_on_demand
 from helpers.envs.base import Task
 from helpers.metrics import bootstrap_ci, paired_bootstrap_diff
 from helpers.policy import Policy, Sampling
@@ -307,6 +308,15 @@ def recorded_trajectories(
     return trajs
 
 
+def _per_state_path(profile: str, name: str, agent: AgentLike, states: list, recipe: list):
+    """Where `recorded_per_state` keeps one agent's numbers: a hash of the agent, its own name, the states and
+    `recipe`."""
+    own = getattr(agent, "name", None)
+    key = json.dumps([agent_id(agent), own, [s.to_dict() for s in states], recipe], default=repr)
+    digest = hashlib.sha256(key.encode()).hexdigest()[:12]
+    return store.profile_dir(profile) / "probes" / f"{name}-{digest}.json"
+
+
 def recorded_per_state(
     profile: str, name: str, agent: AgentLike, states: list, recipe: list, compute: Callable[[], np.ndarray]
 ) -> np.ndarray:
@@ -316,10 +326,7 @@ def recorded_per_state(
     seeds its stream: `probing.policy_seed`), the states and `recipe` (the caller's settings: G, sampling, seed).
     Run All on committed results reads them instead of sampling again; floats come back exactly (JSON keeps every
     double)."""
-    own = getattr(agent, "name", None)
-    key = json.dumps([agent_id(agent), own, [s.to_dict() for s in states], recipe], default=repr)
-    digest = hashlib.sha256(key.encode()).hexdigest()[:12]
-    path = store.profile_dir(profile) / "probes" / f"{name}-{digest}.json"
+    path = _per_state_path(profile, name, agent, states, recipe)
     if path.exists():
         return np.asarray(json.loads(path.read_text())["values"], dtype=float)
     values = np.asarray(compute(), dtype=float)
@@ -327,10 +334,66 @@ def recorded_per_state(
     store.write_atomic(
         path,
         json.dumps(
-            {"agent": agent_id(agent), "name": own, "n_states": len(states), "values": values.tolist()}
+            {
+                "agent": agent_id(agent),
+                "name": getattr(agent, "name", None),
+                "n_states": len(states),
+                "values": values.tolist(),
+            }
         ),
     )
     return values
+
+
+@dataclass(frozen=True, eq=False)
+class Play:
+    """One agent's probe at a pool of states, recorded by `recorded_per_state` under `name` with `recipe`: its
+    per-state numbers are `fn(policy, *args)`. `fn` is a module-level function (it may run in a worker process)."""
+
+    key: Hashable
+    name: str
+    states: list
+    recipe: list
+    fn: Callable
+    args: tuple = ()
+
+
+def recorded_plays(
+    profile: str, agents: dict[str, AgentLike], plays: dict[str, list[Play]], workers: int = 1
+) -> dict[Hashable, np.ndarray]:
+    """Every play's per-state numbers (`recorded_per_state`), keyed by `Play.key`; `plays` maps an agent's name to
+    what it plays. Each agent is loaded once, and only if one of its plays is not recorded yet. With `workers` > 1
+    the agents with something to compute run that many at a time, each in a worker process with one thread
+    (`parallel.ordered_map`; `Agent`s only), and this process writes their records in the order one process
+    does. Every play draws from its own stream and a forward pass gives the same bits on one thread as on two, so
+    the numbers are those one process computes (the cpu series' probes were byte for byte the same)."""
+    todo = {
+        a: [p for p in ps if not _per_state_path(profile, p.name, agents[a], p.states, p.recipe).exists()]
+        for a, ps in plays.items()
+    }
+    todo = {a: ps for a, ps in todo.items() if ps}
+    computed: dict[Hashable, np.ndarray] = {}
+    if workers > 1 and len(todo) > 1 and all(isinstance(agents[a], Agent) for a in todo):
+        jobs = [(agents[a], ps) for a, ps in todo.items()]
+        for ps, values in zip(todo.values(), parallel.ordered_map(_play_values, jobs, workers), strict=True):
+            computed.update({p.key: v for p, v in zip(ps, values, strict=True)})
+    out: dict[Hashable, np.ndarray] = {}
+    for a, ps in plays.items():
+        with opened_on_demand(agents[a], a) as policy:
+            for p in ps:
+                compute = (
+                    (lambda p=p: computed[p.key])
+                    if p.key in computed
+                    else (lambda p=p: p.fn(policy(), *p.args))
+                )
+                out[p.key] = recorded_per_state(profile, p.name, agents[a], p.states, p.recipe, compute)
+    return out
+
+
+def _play_values(agent: Agent, plays: list[Play]) -> list[np.ndarray]:
+    """The numbers of `plays` by `agent`, loaded here and closed after (what a worker of `recorded_plays` runs)."""
+    with opened(agent) as policy:
+        return [np.asarray(p.fn(policy, *p.args), dtype=float) for p in plays]
 
 
 class RecordedScores:

@@ -243,52 +243,55 @@ def continuation(cfg: Config, tok, cases: dict = CASES) -> pd.DataFrame:
     """Notebook 05's continuation success from the same error states (`recovery.continuation`, "rl - base") of
     every case: player a's copies in the RL seeds' slots, b as the base and the sharpened base; points, with the
     true difference at the same states by DP."""
+    # each case is one job, on its players' own streams: the rows are the same whatever the number of workers
+    jobs = [(cfg, tok, case, a, b) for case, (a, b) in cases.items()]
+    rows = list(parallel.ordered_map(_continuation_row, jobs, cfg.eval.workers))
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def _continuation_row(cfg: Config, tok, case: str, a: str, b: str) -> dict:
+    """`continuation`'s row of one case (what a worker process runs)."""
     tasks = load_tasks(cfg.env.name, "test", seed=cfg.seed, **settings(cfg))
     chat = ChatFormat(tok, models.chat_kwargs(tok))
-    rows = []
-    for case, (a, b) in cases.items():
-        base = player(cfg, tok, b, 0)
-        rl = {f"grpo-s{s}": player(cfg, tok, a, k) for k, s in enumerate(cfg.train.seeds)}
-        errors = error_pools(cfg, chat, base, rl, tasks)
-        sharp = player(cfg, tok, b, 1)
-        agents = {}  # every seed's group, named as controls.by_seed names it (matched.roles)
-        for name, policy in rl.items():
-            k = controls.rl_seed_of(name)
-            agents |= {
-                f"base-s{k}": base,
-                f"sharp-s{k}": sharp,
-                name: policy,
-                controls.sharp_name(name): policy,
-            }
-        with tempfile.TemporaryDirectory() as tmp, store.results_at(tmp):
-            _, _, _, paired = recovery.continuation(cfg, agents, errors)
-        v = paired["rl - base"]  # the verdict notebook 05 reads: paired by seed
-        point, low, high = v["diff"], v["low"], v["high"]
-        ref_a, ref_b = player(cfg, tok, a), player(cfg, tok, b)
-        if PLAYERS[a] == PLAYERS[b]:
-            true = 0.0
-        else:
-            true = float(
-                np.mean(
-                    [
-                        np.mean(state_truth(pool, ref_a.exact_policy) - state_truth(pool, ref_b.exact_policy))
-                        for pool in errors.values()
-                    ]
-                )
-            )
-        n = sum(len(e) for e in errors.values())
-        rows.append(
-            _row(
-                "05 continuation",
-                case,
-                f"{n} error states",
-                round(100 * true, 2),
-                100 * point,
-                100 * low,
-                100 * high,
+    base = player(cfg, tok, b, 0)
+    rl = {f"grpo-s{s}": player(cfg, tok, a, k) for k, s in enumerate(cfg.train.seeds)}
+    errors = error_pools(cfg, chat, base, rl, tasks)
+    sharp = player(cfg, tok, b, 1)
+    agents = {}  # every seed's group, named as controls.by_seed names it (matched.roles)
+    for name, policy in rl.items():
+        k = controls.rl_seed_of(name)
+        agents |= {
+            f"base-s{k}": base,
+            f"sharp-s{k}": sharp,
+            name: policy,
+            controls.sharp_name(name): policy,
+        }
+    with tempfile.TemporaryDirectory() as tmp, store.results_at(tmp):
+        _, _, _, paired = recovery.continuation(cfg, agents, errors)
+    v = paired["rl - base"]  # the verdict notebook 05 reads: paired by seed
+    point, low, high = v["diff"], v["low"], v["high"]
+    ref_a, ref_b = player(cfg, tok, a), player(cfg, tok, b)
+    if PLAYERS[a] == PLAYERS[b]:
+        true = 0.0
+    else:
+        true = float(
+            np.mean(
+                [
+                    np.mean(state_truth(pool, ref_a.exact_policy) - state_truth(pool, ref_b.exact_policy))
+                    for pool in errors.values()
+                ]
             )
         )
-    return pd.DataFrame(rows, columns=COLUMNS)
+    n = sum(len(e) for e in errors.values())
+    return _row(
+        "05 continuation",
+        case,
+        f"{n} error states",
+        round(100 * true, 2),
+        100 * point,
+        100 * low,
+        100 * high,
+    )
 
 
 # ---------------------------------------------------------------------------------------- the section

@@ -26,7 +26,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from helpers import controls, envs, evaluate, fmt, metrics, paper, plots, probing, store
-from helpers.agents import AgentLike, opened_on_demand
+from helpers.agents import AgentLike
 from helpers.config import Config
 from helpers.envs import load_tasks, settings
 from helpers.policy import Sampling
@@ -110,20 +110,22 @@ def quality_table(
     sampling = {
         name: Sampling.from_config(cfg.sampling, seed=controls.stream(seed, rl_seed(name))) for name in pools
     }
-    quality: dict = {}  # (pool, role) -> [n_states, g] qualities
-    for agent, plays in by_agent(pools).items():
-        with opened_on_demand(agents[agent]) as policy:  # one model at a time, loaded only if a play needs it
-            for name, role in plays:
-                quality[name, role] = evaluate.recorded_per_state(
-                    cfg.results_name,
-                    f"quality-{name}-{role}",
-                    agents[agent],
-                    pools[name],
-                    [g, repr(sampling[name]), probing.LENGTH_BUCKETS],
-                    lambda name=name: probing.state_quality(
-                        policy(), pools[name], g, sampling[name], buckets=probing.LENGTH_BUCKETS
-                    ),
-                )
+    plays = {
+        agent: [
+            evaluate.Play(
+                (name, role),
+                f"quality-{name}-{role}",
+                pools[name],
+                [g, repr(sampling[name]), probing.LENGTH_BUCKETS],
+                probing.state_quality,
+                (pools[name], g, sampling[name], probing.LENGTH_BUCKETS),
+            )
+            for name, role in agent_plays
+        ]
+        for agent, agent_plays in by_agent(pools).items()
+    }
+    # (pool, role) -> [n_states, g] qualities; each agent loaded once, two at a time in workers (`eval.workers`)
+    quality = evaluate.recorded_plays(cfg.results_name, agents, plays, cfg.eval.workers)
     tables = [
         probing.state_table(pool, {role: quality[name, role] for role, _ in roles(name)}).assign(
             rl_seed=int(name.rsplit("-s", 1)[1])

@@ -39,7 +39,7 @@ from helpers import (
     stats,
     store,
 )
-from helpers.agents import Agent, AgentLike, opened_on_demand
+from helpers.agents import Agent, AgentLike
 from helpers.config import Config
 from helpers.envs import load_tasks, settings
 from helpers.policy import Sampling
@@ -150,21 +150,23 @@ def continuation(
     (seeded by its pool's RL seed), so the order changes nothing."""
     p, sampling = cfg.probing, Sampling.from_config(cfg.sampling)
     boot = (cfg.eval.n_bootstrap, cfg.eval.ci, cfg.seed)
-    success: dict = {}  # (pool, role) -> per-state continuation success
-    for agent, plays in matched.by_agent(errors).items():
-        with opened_on_demand(agents[agent]) as policy:  # one model at a time, loaded only if a play needs it
-            for name, role in plays:
-                seed = controls.stream(cfg.seed + 5004, matched.rl_seed(name))
-                success[name, role] = evaluate.recorded_per_state(
-                    cfg.results_name,
-                    f"continuation-{name}-{role}",
-                    agents[agent],
-                    errors[name],
-                    [p.n_continuations, repr(sampling), seed],
-                    lambda name=name, seed=seed: probing.continuation_success(
-                        policy(), errors[name], p.n_continuations, sampling, seed
-                    ),
-                )
+    plays = {
+        agent: [
+            evaluate.Play(
+                (name, role),
+                f"continuation-{name}-{role}",
+                errors[name],
+                [p.n_continuations, repr(sampling), seed],
+                probing.continuation_success,
+                (errors[name], p.n_continuations, sampling, seed),
+            )
+            for name, role in agent_plays
+            for seed in [controls.stream(cfg.seed + 5004, matched.rl_seed(name))]
+        ]
+        for agent, agent_plays in matched.by_agent(errors).items()
+    }
+    # (pool, role) -> per-state continuation success; each agent loaded once, two at a time (`eval.workers`)
+    success = evaluate.recorded_plays(cfg.results_name, agents, plays, cfg.eval.workers)
     rates: dict[str, list] = {role: [] for role, _ in matched.roles(next(iter(errors)))} if errors else {}
     bounds = []
     for name, pool in errors.items():

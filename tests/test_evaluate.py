@@ -286,3 +286,53 @@ def test_models_in_worker_processes_write_the_records_one_process_writes(base_pa
     )
     same = df1[(df1["budget"] == 2) & df1["model"].isin(["base", "sharp"])].reset_index(drop=True)
     assert mixed.equals(same)
+
+
+def test_probe_plays_in_worker_processes_record_what_one_process_records(base_path, tmp_path):
+    """`recorded_plays` (the probes of notebooks 02, 04 and 05): agents computed two at a time in worker processes
+    write byte for byte the probe files one process writes, and a rerun loads no model."""
+    from helpers import probing
+    from helpers.rollout import rollout
+
+    cfg = config.load("smoke")
+    tasks = load_tasks("frozenlake", "test", n=3, **settings(cfg))
+    sampling = Sampling(1.0, 1.0, 6, seed=3)
+    with opened(Agent("base", base_path, cfg)) as pol:
+        trajs = rollout(pol, "frozenlake", tasks, 4, 2, sampling, seed=1)
+    states = probing.sample_states(
+        trajs, {t.task_id: t for t in tasks}, 4, np.random.default_rng(0), "base", at_most=True
+    )
+    roster = {
+        "base": Agent("base", base_path, cfg),
+        "sharp": Agent("sharp", base_path, cfg, temperature=0.5),
+        "greedy": Agent("greedy", base_path, cfg, temperature=0.0),
+    }
+    plays = {
+        name: [
+            evaluate.Play(
+                (name, "q"), f"quality-{name}", states, [2, "q"], probing.state_quality, (states, 2, sampling)
+            ),
+            evaluate.Play(
+                (name, "c"),
+                f"cont-{name}",
+                states,
+                [2, "c"],
+                probing.continuation_success,
+                (states, 2, sampling, 4),
+            ),
+        ]
+        for name in roster
+    }
+    files = {}
+    for workers in (1, 2):
+        with store.results_at(tmp_path / f"w{workers}"):
+            values = evaluate.recorded_plays("smoke", roster, plays, workers=workers)
+            folder = store.profile_dir("smoke") / "probes"
+            files[workers] = {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+            assert list(values) == [(n, k) for n in roster for k in ("q", "c")]
+    # a rerun reads every number back: no model is loaded
+    with store.results_at(tmp_path / "w2"), pytest.MonkeyPatch.context() as mp:
+        mp.setattr(Agent, "load", lambda self: pytest.fail(f"{self.name} was loaded again"))
+        again = evaluate.recorded_plays("smoke", roster, plays, workers=2)
+    assert all(np.array_equal(again[k], values[k]) for k in values)
+    assert len(files[1]) == 6 and files[1] == files[2]

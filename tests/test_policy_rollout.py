@@ -497,3 +497,15 @@ def test_context_full_trajectories_are_scored_on_an_engine_of_the_same_max_model
         ValueError, match=r"raise model\.max_model_len"
     ):  # a longer sequence: the kit's own message
         VLLMPolicy(_LengthCheckedLLM(8, reply), tok, max_context=8).score([[1] * 4], [[2] * 4])
+
+
+def test_an_rl_step_is_one_chunk_so_training_draws_do_not_depend_on_the_chunk_size():
+    """Every CPU profile's RL step (tasks_per_step x group_size trajectories) fits in one chunk of
+    `policy.ROLLOUT_ROWS`: chunk 0 keeps the step's seed, so the trained models (and the compute curve's, which
+    trains from the same base) draw as they did when chunks were 256."""
+    from helpers import config
+    from helpers import policy as policy_module
+
+    for profile in ("cpu", "cpu_process", "cpu_budget_curve", "smoke"):
+        t = config.load(profile).train
+        assert t.tasks_per_step * t.group_size <= policy_module.ROLLOUT_ROWS, profile

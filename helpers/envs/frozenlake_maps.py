@@ -11,13 +11,15 @@ re-exports every public name here; this module sits below the environment and im
 
 from __future__ import annotations
 
+import concurrent.futures as cf
 import functools
 import hashlib
 import inspect
 import json
+import multiprocessing as mp
 import os
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from importlib import metadata
 from pathlib import Path
 
@@ -160,6 +162,45 @@ def map_sets(
     return sets
 
 
+DRAW_WORKERS = 2  # processes that judge the candidate maps of a selected set (1: judged here, one by one)
+_BLOCK = 512  # candidates generated, then judged together, at a time
+
+
+def _candidates(
+    size: int, hole_p: float, seed: int, select, pool
+) -> Iterator[tuple[int, tuple | None, bool]]:
+    """(seed, map or None, whether it passes `selected`) for seeds `seed`, `seed + 1`, ..., in that order. The
+    judging, the costly part, is done a block at a time, by `pool` where one is given: the maps and verdicts are the
+    same either way (`selected` depends on the map alone), a pool only computes some past the last one used."""
+    while True:
+        descs = [random_map(size, hole_p, s) for s in range(seed, seed + _BLOCK)]
+        todo = [d for d in descs if d is not None]
+        if select is None:
+            verdicts = [True] * len(todo)
+        elif pool is None:
+            verdicts = [selected(d, select) for d in todo]
+        else:
+            verdicts = list(pool.map(selected, todo, [select] * len(todo), chunksize=32))
+        judged = iter(verdicts)
+        for d in descs:
+            yield seed, d, d is not None and next(judged)
+            seed += 1
+
+
+def _judging_pool(select) -> cf.ProcessPoolExecutor | None:
+    """Worker processes for judging candidate maps, or None: without a selection rule, with one worker
+    (`DRAW_WORKERS`), on one core, or inside one of the kit's worker processes (`KIT_WORKER`)."""
+    workers = min(DRAW_WORKERS, os.cpu_count() or 1)
+    if select is None or workers <= 1 or os.environ.get("KIT_WORKER"):
+        return None
+    if "forkserver" in mp.get_all_start_methods():
+        ctx = mp.get_context("forkserver")
+        ctx.set_forkserver_preload([__name__])
+    else:
+        ctx = mp.get_context("spawn")
+    return cf.ProcessPoolExecutor(workers, mp_context=ctx)
+
+
 def _draw_sets(
     size: int,
     hole_p: float,
@@ -168,7 +209,18 @@ def _draw_sets(
     map_seed: int,
     select: tuple[bool, float, int, float, float] | None,
 ) -> dict[str, list[tuple]]:
-    """`map_sets` drawn from the generator (no cache)."""
+    """`map_sets` drawn from the generator (no cache); a selected set's candidates are judged in worker processes
+    (`_judging_pool`), which draws the same maps as judging them one by one."""
+    pool = _judging_pool(select)
+    try:
+        return _draw_sets_with(size, hole_p, n_train, n_test, map_seed, select, pool)
+    finally:
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
+
+
+def _draw_sets_with(size, hole_p, n_train, n_test, map_seed, select, pool) -> dict[str, list[tuple]]:
+    """`_draw_sets` with the candidates judged by `pool` (or here, where None)."""
     base = map_seed * 100_000_000
     rule = (
         ""
@@ -176,24 +228,22 @@ def _draw_sets(
         else f" passing the selection (select_min_gap {select[3]}, select_min_mix_gap {select[4]})"
     )
     test: dict[str, tuple] = {}
-    seed = base + _SPLIT_OFFSET["test"]
-    while len(test) < n_test:
-        desc = random_map(size, hole_p, seed)
-        seed += 1
-        if select is not None and seed - base - _SPLIT_OFFSET["test"] > 200 * n_test + 1_000:
+    for seed, desc, passes in _candidates(size, hole_p, base + _SPLIT_OFFSET["test"], select, pool):
+        if len(test) >= n_test:
+            break
+        if select is not None and seed + 1 - base - _SPLIT_OFFSET["test"] > 200 * n_test + 1_000:
             raise ValueError(
                 f"frozenlake: only {len(test)} of {n_test} test maps of size {size}{rule} in "
-                f"{seed - base - _SPLIT_OFFSET['test']} generated maps; lower env.frozenlake.select_min_gap or select_min_mix_gap"
+                f"{seed + 1 - base - _SPLIT_OFFSET['test']} generated maps; lower env.frozenlake.select_min_gap or select_min_mix_gap"
             )
-        if desc is not None and selected(desc, select):
+        if passes:
             test.setdefault(render(desc, start_state(desc)), desc)
     train: dict[str, tuple] = {}
-    seed = base + _SPLIT_OFFSET["train"]
     limit = 50 * n_train + 10_000 if select is None else 200 * n_train + 1_000
-    while len(train) < n_train:
-        desc = random_map(size, hole_p, seed)
-        seed += 1
-        if seed - base - _SPLIT_OFFSET["train"] > limit:
+    for seed, desc, passes in _candidates(size, hole_p, base + _SPLIT_OFFSET["train"], select, pool):
+        if len(train) >= n_train:
+            break
+        if seed + 1 - base - _SPLIT_OFFSET["train"] > limit:
             raise ValueError(
                 f"frozenlake: could not find {n_train} distinct training maps of size {size}{rule} disjoint from "
                 f"the test maps; lower env.frozenlake.n_train or raise env.frozenlake.size"
@@ -202,7 +252,7 @@ def _draw_sets(
         if desc is None:
             continue
         key = render(desc, start_state(desc))
-        if key not in test and key not in train and selected(desc, select):
+        if key not in test and key not in train and passes:
             train[key] = desc
     overlap = set(train) & set(test)
     assert not overlap, f"train and test maps overlap: {len(overlap)}"
@@ -225,6 +275,8 @@ def _selection_code() -> str:
         blind_success,
         _optimal_q,
         _draw_sets,
+        _draw_sets_with,
+        _candidates,
     )
     src = "".join(inspect.getsource(getattr(f, "__wrapped__", f)) for f in fns)
     return hashlib.sha256((src + metadata.version("gymnasium")).encode()).hexdigest()

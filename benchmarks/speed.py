@@ -13,10 +13,8 @@ they are:
 * `attention`: one evaluation rollout (100 test maps x 8 samples at T_max, as notebook 02 evaluates a model) with
   the per-turn pre-fill's attention through transformers' SDPA path, which copies the keys and values once per
   query group (before), against SDPA with `enable_gqa` (`attention.SDPA_GQA`); the same trajectories.
-* `chunks`: the same evaluation rollout generated in chunks of 256 trajectories (before, `policy.ROLLOUT_ROWS`
-  until issue 51's second pass; one batch of 800 before that took 1/0.61 the time of chunks of 256) against chunks
-  of `policy.ROLLOUT_ROWS` (64) one after the other; other random draws past the first chunk: both successes are
-  printed.
+* `chunks`: the same evaluation rollout generated as one batch of 800 trajectories (before) against chunks of
+  `policy.ROLLOUT_ROWS` one after the other (an HF policy's `rollout_rows` on the CPU); other random draws past the first chunk: both successes are printed.
 * `probe`: the budget-swap probe's scoring of four replies at each opening prompt of 40 test maps (every budget):
   every prompt + reply as its own sequence (`HFPolicy._score_rows`, before) against each distinct prompt pre-filled
   once (`HFPolicy.score` now); log-probs equal to rounding.
@@ -190,12 +188,12 @@ def case_chunks(cfg, repeats: int) -> dict:
         return run
 
     n = len(tasks) * cfg.eval.n_samples
-    old_s, new_s, a, b = alternate(evaluate(256), evaluate(rows), repeats)
+    old_s, new_s, a, b = alternate(evaluate(None), evaluate(rows), repeats)
     return {
         "old_s": old_s,
         "new_s": new_s,
         "identical": False,
-        "note": f"{n} trajectories, chunks of 256 vs {rows}; other draws: success {a:.3f} (256), {b:.3f} ({rows})",
+        "note": f"{n} trajectories, chunks of {rows}; other draws: success {a:.3f} (one batch), {b:.3f} (chunks)",
     }
 
 
@@ -363,7 +361,12 @@ def main() -> int:
     ap.add_argument("--profile", default="cpu")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--only", nargs="*", choices=CASES, default=list(CASES))
-    ap.add_argument("--json", type=Path, default=None, help="also write the rows here (atomically)")
+    ap.add_argument(
+        "--json",
+        type=Path,
+        default=None,
+        help="also write the rows here (atomically; other cases' rows are kept)",
+    )
     args = ap.parse_args()
     torch.set_num_threads(1)
     cfg = config.load(args.profile)
@@ -382,7 +385,11 @@ def main() -> int:
             flush=True,
         )
     if args.json:
-        payload = {"profile": args.profile, "repeats": args.repeats, "threads": 1, "cases": rows}
+        # the cases run now replace their rows; the others are kept as measured before (each row dated)
+        kept = json.loads(args.json.read_text())["cases"] if args.json.exists() else {}
+        today = time.strftime("%Y-%m-%d")
+        rows = {n: {**r, "repeats": args.repeats, "measured": today} for n, r in rows.items()}
+        payload = {"profile": args.profile, "threads": 1, "cases": {**kept, **rows}}
         store.write_atomic(args.json, json.dumps(payload, indent=2) + "\n")
     return 0
 

@@ -366,7 +366,9 @@ def recorded_plays(
     the agents with something to compute run that many at a time, each in a worker process with one thread
     (`parallel.ordered_map`; `Agent`s only), and this process writes their records in the order one process
     does. Every play draws from its own stream and a forward pass gives the same bits on one thread as on two, so
-    the numbers are those one process computes (the cpu series' probes were byte for byte the same)."""
+    the numbers are those one process computes: the 82 probe files of a cpu series run (02's swaps, 04, 05) were
+    byte for byte the same computed again in one process of two threads (tests/test_evaluate.py checks it on
+    smoke)."""
     todo = {
         a: [p for p in ps if not _per_state_path(profile, p.name, agents[a], p.states, p.recipe).exists()]
         for a, ps in plays.items()

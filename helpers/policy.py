@@ -100,13 +100,11 @@ class Policy(Protocol):
 
 
 # Trajectories an HF policy on the CPU generates together (its `rollout_rows`): a larger rollout runs in chunks of
-# this many, one after the other, whose KV caches stay small enough to be fast. Issue 51: 100 maps x 8 samples of the
-# cpu base took 0.61x the time in chunks of 256 as in one batch of 800, and an RL model's evaluation at four budgets
-# about 0.7x again in chunks of 64 as in chunks of 256 (flat from 32 to 96; benchmarks/speed.py, `chunks`). An RL
-# step (8 tasks x 8 samples) is one chunk, so training draws as it did; the training monitor (256) is four. vLLM
-# schedules its own batches and a scripted player has no cache: neither sets `rollout_rows`, so their rollouts run as
-# one batch and draw as they always did.
-ROLLOUT_ROWS = 64
+# this many, one after the other, whose KV caches stay small enough to be fast (issue 51: 100 maps x 8 samples of the
+# cpu base took 0.61x the time in chunks of 256 as in one batch of 800, benchmarks/speed.py); an RL step (64) and the
+# training monitor (256) are one chunk. vLLM schedules its own batches and a scripted player has no cache: neither
+# sets `rollout_rows`, so their rollouts run as one batch and draw as they always did.
+ROLLOUT_ROWS = 256
 MIN_SHARED_PREFIX = 16  # below this, running the prefix separately costs more than it saves
 
 

@@ -502,7 +502,7 @@ def test_context_full_trajectories_are_scored_on_an_engine_of_the_same_max_model
 def test_an_rl_step_is_one_chunk_so_training_draws_do_not_depend_on_the_chunk_size():
     """Every CPU profile's RL step (tasks_per_step x group_size trajectories) fits in one chunk of
     `policy.ROLLOUT_ROWS`: chunk 0 keeps the step's seed, so the trained models (and the compute curve's, which
-    trains from the same base) draw as they did when chunks were 256."""
+    trains from the same base) draw as one batch does, whatever the chunk size above a step's."""
     from helpers import config
     from helpers import policy as policy_module
 

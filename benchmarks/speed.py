@@ -60,15 +60,17 @@ from helpers import (
     budget,
     budget_reading,
     config,
+    evaluate,
     instrument,
     models,
     probing,
     rollout,
     store,
 )
+from helpers.agents import Agent
 from helpers.budget import task_budgets
 from helpers.envs import frozenlake as fl
-from helpers.envs import load_tasks, settings
+from helpers.envs import frozenlake_maps, load_tasks, settings
 from helpers.policy import HFPolicy, Sampling
 from helpers.ppo import ppo_update
 from helpers.rl_runs import probe_pool
@@ -280,9 +282,6 @@ def case_instrument(cfg, repeats: int) -> dict:
 
 
 def case_plays(cfg, repeats: int) -> dict:
-    from helpers import evaluate
-    from helpers.agents import Agent
-
     policy, tasks, sampling = evaluation_setting(cfg)
     with policy:
         trajs = rollout.rollout(
@@ -330,8 +329,6 @@ def case_plays(cfg, repeats: int) -> dict:
 
 
 def case_maps(cfg, repeats: int) -> dict:
-    from helpers.envs import frozenlake_maps
-
     f = cfg.env.frozenlake
     select = (f.is_slippery, f.success_rate, f.t_max, f.select_min_gap, f.select_min_mix_gap)
     # the random maps only: the doorway share of each split is drawn by `helpers.envs.doorway`
@@ -339,11 +336,11 @@ def case_maps(cfg, repeats: int) -> dict:
 
     def draw(workers: int):
         def run():
-            frozenlake_maps.DRAW_WORKERS = workers
+            kept, frozenlake_maps.DRAW_WORKERS = frozenlake_maps.DRAW_WORKERS, workers
             try:
                 return frozenlake_maps._draw_sets(f.size, f.hole_p, n_train, n_test, f.map_seed, select)
             finally:
-                frozenlake_maps.DRAW_WORKERS = 2
+                frozenlake_maps.DRAW_WORKERS = kept
 
         return run
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from helpers import base_model, config, evaluate, metrics, store
+from helpers import base_model, config, evaluate, metrics, probing, store
 from helpers.agents import Agent, agent_id, opened
 from helpers.envs import load_tasks, settings
 from helpers.policy import HFPolicy, Sampling, Tempered
+from helpers.rollout import rollout
 
 
 @pytest.fixture(scope="module")
@@ -291,9 +292,6 @@ def test_models_in_worker_processes_write_the_records_one_process_writes(base_pa
 def test_probe_plays_in_worker_processes_record_what_one_process_records(base_path, tmp_path):
     """`recorded_plays` (the probes of notebooks 02, 04 and 05): agents computed two at a time in worker processes
     write byte for byte the probe files one process writes, and a rerun loads no model."""
-    from helpers import probing
-    from helpers.rollout import rollout
-
     cfg = config.load("smoke")
     tasks = load_tasks("frozenlake", "test", n=3, **settings(cfg))
     sampling = Sampling(1.0, 1.0, 6, seed=3)

@@ -93,16 +93,32 @@ def sharpening_table(sharp: dict) -> pd.Series:
     )
 
 
+NAME = "02_budgetmix_training"
+EVAL_RECORDS = "eval_records"  # every evaluated trajectory's record, in this notebook's results folder
+
+
+def eval_cells(cfg: Config) -> tuple[list[Task], dict[tuple[float, int], list[Task]]]:
+    """The evaluation's test tasks (`eval.n_tasks`) and its cells: (fraction, budget) -> tasks, at each of
+    `eval.budget_fractions` of each task's own T_max."""
+    tasks = load_tasks(cfg.env.name, "test", n=cfg.eval.n_tasks, seed=cfg.seed, **settings(cfg))
+    return tasks, budget.fraction_cells(tasks, cfg.eval.budget_fractions)
+
+
+def eval_stream(cfg: Config, rl_seed: int) -> int:
+    """The seed of the draws of RL seed `rl_seed`'s evaluation group (notebook 03 reads them where its cells are
+    these: `pass_kt.evaluate`)."""
+    return controls.stream(cfg.seed + 1000, rl_seed)
+
+
 def evaluate(cfg: Config, out: store.Run) -> Evaluation:
     """Every RL seed's group (`controls.by_seed`: base, sharpened base, GRPO and BudgetMix of that seed, each also
     decoded as the sharpened base) on `eval.n_tasks` test tasks at each of `eval.budget_fractions` of each task's
-    T_max, the group's draws seeded by its RL seed (`controls.stream`); records in `eval_records` (an interrupted
+    T_max, the group's draws seeded by its RL seed (`eval_stream`); records in `eval_records` (an interrupted
     evaluation resumes)."""
-    tasks = load_tasks(cfg.env.name, "test", n=cfg.eval.n_tasks, seed=cfg.seed, **settings(cfg))
-    cells = budget.fraction_cells(tasks, cfg.eval.budget_fractions)  # (fraction, budget) -> tasks
+    tasks, cells = eval_cells(cfg)
     groups = controls.by_seed(controls.agents(cfg))
     sampling = Sampling.from_config(cfg.sampling)
-    records = out.records("eval_records")
+    records = out.records(EVAL_RECORDS)
     parts = []
     for k, group in groups.items():
         frames = evaluation.evaluate_cells(
@@ -111,7 +127,7 @@ def evaluate(cfg: Config, out: store.Run) -> Evaluation:
             {(f, b): (ts, b) for (f, b), ts in cells.items()},
             cfg.eval.n_samples,
             sampling,
-            seed=controls.stream(cfg.seed + 1000, k),
+            seed=eval_stream(cfg, k),
             records=records,
             require_seed=True,
             workers=cfg.eval.workers,

@@ -76,7 +76,8 @@ def evaluate_grid(
     Resume: a cell counts as done only when `records` holds all of its len(tasks) x n_samples records for the
     same agent (`agent_id`: model and temperature), so a changed model is evaluated anew and a cell cut short by
     a kill mid-append is dropped (the file is rewritten without it, atomically; records of other tasks stay) and
-    rolled out again, to exactly the records an uninterrupted run writes.
+    rolled out again, to exactly the records an uninterrupted run writes. Records of a cell asked for that another
+    agent or stream drew are dropped with it, so the frame returned holds this agent's and this stream's only.
 
     `workers` > 1 rolls out that many models at once, each in a worker process with one thread
     (`parallel.ordered_map`; `Agent`s only, a loaded policy stays here); the parent writes every cell, in the same
@@ -98,24 +99,34 @@ def evaluate_grid(
     ids = {name: agent_id(m) for name, m in models.items()}
     expected = len(tasks) * n_samples
     rows = records.read(require=RECORD_KEYS)
+
+    def cell(r: dict) -> tuple:
+        return (
+            r["model"],
+            r["budget"],
+            r.get("agent_id"),
+            r.get("seed", seed) if not require_seed else r.get("seed"),
+        )
+
     counts: dict[tuple, int] = {}
     for r in rows:
         if r["task_id"] in wanted:
-            key = (
-                r["model"],
-                r["budget"],
-                r.get("agent_id"),
-                r.get("seed", seed) if not require_seed else r.get("seed"),
-            )
-            counts[key] = counts.get(key, 0) + 1
+            counts[cell(r)] = counts.get(cell(r), 0) + 1
     done = {(m, T) for (m, T, a, sd), n in counts.items() if n == expected and ids.get(m) == a and sd == seed}
-    partial = {(m, T) for (m, T, a, _), n in counts.items() if (m, T) not in done and m in models}
+    # records of the cells asked for that are not a done cell's own: cut short, made by another model, or drawn on
+    # another stream (left by an earlier layout of the analysis)
+    stale = {
+        (m, T, a, sd)
+        for m, T, a, sd in counts
+        if m in models and T in budgets and ((m, T) not in done or (a, sd) != (ids[m], seed))
+    }
     if (
-        partial
-    ):  # cut short (or made by another model): rewrite the file without them (only these tasks' records:
-        # cells of other tasks at the same budget share the file, `evaluate_cells`)
-        keep = [r for r in rows if r["task_id"] not in wanted or (r["model"], r["budget"]) not in partial]
-        records = store.Records.rewrite(records.path, keep)
+        stale
+    ):  # rewrite the file without them: only these tasks' records at the budgets asked for (cells of other
+        # tasks at the same budget, and of other budgets on another stream, share the file: `evaluate_cells`,
+        # `copy_cells`)
+        keep = [r for r in rows if r["task_id"] not in wanted or cell(r) not in stale]
+        records, rows = store.Records.rewrite(records.path, keep), keep
     # model -> its budgets still to roll out, in the caller's order (a model with none is never loaded)
     todo = {name: [T for T in budgets if (name, T) not in done] for name in models}
     todo = {name: Ts for name, Ts in todo.items() if Ts}
@@ -141,7 +152,7 @@ def evaluate_grid(
                 for _, recs, full in _cells(policy, name, todo_budgets, *args):
                     write(name, recs, full)  # each cell as soon as it is done
     progress.close()
-    df = pd.DataFrame(records.read(require=RECORD_KEYS))
+    df = pd.DataFrame(records.read(require=RECORD_KEYS) if todo else rows)  # a finished grid: as read above
     return df[
         df["model"].isin(list(models)) & df["budget"].isin(budgets) & df["task_id"].isin(wanted)
     ].reset_index(drop=True)
@@ -209,6 +220,60 @@ def evaluate_cells(
         for k in keys:
             frames[k] = df[df["budget"] == cells[k][1]].reset_index(drop=True)
     return {k: frames[k] for k in cells}
+
+
+def copy_cells(
+    models: dict[str, AgentLike],
+    seeds: dict[str, int],
+    cells: dict[Hashable, tuple[list[Task], list[Task], int]],
+    n_samples: int,
+    source: store.Records,
+    target: store.Records,
+) -> dict[str, list[Hashable]]:
+    """Copy complete cells of another evaluation into `target`: for each cell key -> (the source's tasks, the tasks
+    wanted, a subset of them, budget) and each model, the source's records of the wanted tasks, where the source holds
+    the whole cell as `evaluate_grid` writes it (all its tasks x `n_samples`, the same agent, drawn with the model's
+    seed in `seeds`).
+
+    Cells complete in `target` already are left alone; an incomplete one there (a kill mid-append) is dropped first.
+    After the copy, `evaluate_grid` on `target` with the wanted tasks, the budget and the seed reads these cells
+    instead of rolling them out. Returns the cells the source could not give, by model (loading nothing)."""
+    ids = {name: agent_id(m) for name, m in models.items()}
+    keys_at: dict[int, list[Hashable]] = {}
+    for key, (_, _, b) in cells.items():
+        keys_at.setdefault(b, []).append(key)
+    wanted = {key: {t.task_id for t in ts} for key, (_, ts, _) in cells.items()}
+    whole = {key: {t.task_id for t in ts} for key, (ts, _, _) in cells.items()}
+
+    def by_cell(rows: list[dict], tasks: dict[Hashable, set]) -> dict[tuple[str, Hashable], list[dict]]:
+        out: dict[tuple[str, Hashable], list[dict]] = {(name, key): [] for name in models for key in cells}
+        for r in rows:
+            name = r["model"]
+            if name in ids and r.get("seed") == seeds[name] and r.get("agent_id") == ids[name]:
+                for key in keys_at.get(r["budget"], ()):
+                    if r["task_id"] in tasks[key]:
+                        out[(name, key)].append(r)
+        return out
+
+    have = by_cell(target.read(require=RECORD_KEYS), wanted)
+    todo = [cell for cell, rows in have.items() if len(rows) != len(wanted[cell[1]]) * n_samples]
+    torn = {(name, cells[key][2]): wanted[key] for name, key in todo if have[(name, key)]}
+    if torn:  # a copy cut short: drop what it wrote of those cells
+        rows = target.read(require=RECORD_KEYS)
+        target = store.Records.rewrite(
+            target.path, [r for r in rows if r["task_id"] not in torn.get((r["model"], r["budget"]), ())]
+        )
+    missing: dict[str, list[Hashable]] = {}
+    if todo:
+        got = by_cell(source.read(require=RECORD_KEYS) if source.path.exists() else [], whole)
+        copied: dict[int, dict] = {}  # by identity: a record of two cells (the same budget) is copied once
+        for name, key in todo:
+            if len(got[(name, key)]) == len(whole[key]) * n_samples:
+                copied.update({id(r): r for r in got[(name, key)] if r["task_id"] in wanted[key]})
+            else:
+                missing.setdefault(name, []).append(key)
+        target.append(list(copied.values()))
+    return missing
 
 
 def success_by_task(df: pd.DataFrame) -> pd.DataFrame:

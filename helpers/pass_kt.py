@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from helpers import budget, controls, fmt, metrics, plots, stats, store
+from helpers import budget, budgetmix, controls, fmt, metrics, plots, stats, store
 from helpers import evaluate as evaluation
 from helpers.agents import Agent
 from helpers.config import Config
@@ -113,26 +113,93 @@ def describe(cfg: Config, sw: Sweep) -> str:
     )
 
 
+def shared_cells(cfg: Config, sw: Sweep) -> dict[tuple[int, int], tuple[list[Task], list[Task], int]]:
+    """The sweep's cells that notebook 02 evaluates too (`budgetmix.eval_cells`), with the same roster and as many
+    samples per task: (T, budget) -> (the tasks of 02's cell, the sweep's, among them, budget), where 02 has a cell of
+    the same budget whose tasks include the sweep's. A budget is shared only where all of the sweep's cells at it are
+    (so one records file never holds a budget's tasks on two streams)."""
+    if not sw.groups or cfg.sweep.n_samples != cfg.eval.n_samples:
+        return {}
+    _, theirs = budgetmix.eval_cells(cfg)
+    shared, own_budgets = {}, set()
+    for (f, b), ts in sw.cells.items():
+        ids = {t.task_id for t in ts}
+        src = next((s for (_, bb), s in theirs.items() if bb == b and ids <= {t.task_id for t in s}), None)
+        if src is None:
+            own_budgets.add(b)
+        else:
+            shared[(b if sw.same_t_max else round(100 * f), b)] = (src, ts, b)
+    return {key: cell for key, cell in shared.items() if key[1] not in own_budgets}
+
+
 def evaluate(cfg: Config, sw: Sweep, out: store.Run) -> pd.DataFrame:
     """One batched rollout per (agent, T) of `sweep.n_samples` samples per task, each RL seed's group on its own
     draws (`controls.stream`); records in `sweep_records` (an interrupted sweep resumes, a finished one is only
-    read)."""
+    read).
+
+    A cell notebook 02 evaluates too (`shared_cells`: the same agents, budget and samples per task, the sweep's
+    tasks among 02's) is not drawn again: its records are 02's on the sweep's tasks, drawn on 02's stream for that
+    RL seed (`budgetmix.eval_stream`), copied from 02's `eval_records`; where 02 has not evaluated a cell (03 run on
+    its own), it is evaluated here exactly as 02 evaluates it (02's tasks and stream, in this folder's
+    `eval_records`) and copied from there, so the sweep's numbers never depend on what ran before it."""
     sampling = Sampling.from_config(cfg.sampling)
     cells = {(T, b): (ts, b) for T, cell in sw.by_T.items() for b, ts in cell.items()}
+    shared = shared_cells(cfg, sw)
     records = out.records("sweep_records")
+    theirs = store.Records(
+        store.profile_dir(cfg.results_name) / budgetmix.NAME / f"{budgetmix.EVAL_RECORDS}.jsonl"
+    )
+    groups = sw.groups or {0: sw.agents}
+    if shared:  # 02's draws: each agent's cells on its group's stream in 02
+        seeds = {name: budgetmix.eval_stream(cfg, k) for k, group in groups.items() for name in group}
+        missing = evaluation.copy_cells(sw.agents, seeds, shared, cfg.sweep.n_samples, theirs, records)
+        if missing:  # evaluated here as notebook 02 evaluates them, then copied from there
+            here = out.records(budgetmix.EVAL_RECORDS)
+            for k, group in groups.items():
+                todo = {name: agent for name, agent in group.items() if name in missing}
+                if todo:
+                    evaluation.evaluate_cells(
+                        todo,
+                        cfg.env.name,
+                        {key: (src, b) for key, (src, _, b) in shared.items()},
+                        cfg.eval.n_samples,
+                        sampling,
+                        seed=budgetmix.eval_stream(cfg, k),
+                        records=here,
+                        require_seed=True,
+                        workers=cfg.eval.workers,
+                    )
+            left = evaluation.copy_cells(sw.agents, seeds, shared, cfg.sweep.n_samples, here, records)
+            if left:
+                raise RuntimeError(f"{here.path}: the cells evaluated for the sweep are not complete: {left}")
     parts = []
-    for k, group in (sw.groups or {0: sw.agents}).items():
-        frames = evaluation.evaluate_cells(
-            group,
-            cfg.env.name,
-            cells,
-            cfg.sweep.n_samples,
-            sampling,
-            seed=controls.stream(cfg.seed + 3000, k),
-            records=records,
-            require_seed=True,
-            workers=cfg.eval.workers,
-        )
+    for k, group in groups.items():
+        frames = {}
+        if shared:
+            frames |= evaluation.evaluate_cells(  # reads the copies back
+                group,
+                cfg.env.name,
+                {key: (ts, b) for key, (_, ts, b) in shared.items()},
+                cfg.sweep.n_samples,
+                sampling,
+                seed=budgetmix.eval_stream(cfg, k),
+                records=records,
+                require_seed=True,
+                workers=cfg.eval.workers,
+            )
+        own = {key: cell for key, cell in cells.items() if key not in shared}
+        if own:
+            frames |= evaluation.evaluate_cells(
+                group,
+                cfg.env.name,
+                own,
+                cfg.sweep.n_samples,
+                sampling,
+                seed=controls.stream(cfg.seed + 3000, k),
+                records=records,
+                require_seed=True,
+                workers=cfg.eval.workers,
+            )
         parts += [frames[(T, b)].assign(budget=T) for T, b in cells]
     return pd.concat(parts, ignore_index=True)
 
@@ -519,15 +586,18 @@ def _solvable_line(m: dict) -> str:
                 return fmt.side(sp[c][str(T)]["low"], sp[c][str(T)]["high"]) == "above 0"
             return fmt.side(*sci[c][str(T)]) == "above 0"
 
-        return ", ".join(str(T) for T in Ts if lies_above(T)) or "none"
+        return ", ".join(str(T) for T in solvable if lies_above(T)) or "none"
 
-    counts = fmt.joined([m["solvable_tasks"][str(T)] for T in Ts], 0)
+    solvable = [T for T in Ts if all(str(T) in sg[c] for c in sg)]  # a T where no task is solvable has no gap
+    none = [str(T) for T in Ts if T not in solvable]
+    counts = f"{fmt.joined([m['solvable_tasks'][str(T)] for T in Ts], 0)} of {m['n_tasks']}"
+    counts += f"; none at T = {', '.join(none)}" if none else ""
     gaps_ = "; ".join(
-        f"{c} {fmt.joined([sg[c][str(T)] for T in Ts], 1, sign=True)} (interval above 0 at T = {above(c)})"
+        f"{c} {fmt.joined([sg[c][str(T)] for T in solvable], 1, sign=True)} (interval above 0 at T = {above(c)})"
         for c in sg
     )
     return (
-        f"- **On the tasks solvable at all within T** ({counts} of {m['n_tasks']}): {gaps_}. A task no policy "
+        f"- **On the tasks solvable at all within T** ({counts}): {gaps_}. A task no policy "
         "can solve within T scores 0 for every policy and pulls the gaps over all tasks towards 0 at small T; "
         "these leave such tasks out."
     )

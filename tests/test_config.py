@@ -291,7 +291,15 @@ ISSUE_50 = {
 # 2026-12-06 (issue 51): train.micro_batch_size 8 in cpu and cpu_process (the minibatch's gradient in micro-batches of
 # 8 trajectories instead of 32: the same sum in another order, less padding): every config hash of both and the RL
 # recipe's train part; no base or environment moved.
+# 2026-12-07 (issue 51): the smoke profile's sweep at 1/8, 1/2 and all of T_max with eval's 2 samples per task (was
+# 1/2 and all, 4 samples), so the smoke series reads the cells notebook 02 evaluated too (`pass_kt.shared_cells`):
+# every smoke series' config hash, nothing else.
 ISSUE_51 = {
+    "smoke/None": {"config": "e5f9da04117aa6b32bd83be7b50528bd53fb095f715206c410d1a4704b43d818"},
+    "smoke/bfcl": {"config": "ec0685c980a37a1d009811c048d4de37edafbe579462c680ab21ce7f34488a02"},
+    "smoke/deepcoder": {"config": "510f20d22ff336c3e83b8bd5866e6e1c73fa20b5755efa0b8ece02be031242e3"},
+    "smoke/frozenlake": {"config": "9974d2b129c85196294bb1fda4548ed99f9f952ab1ec40cc594a0909688b48b2"},
+    "smoke/intercode_sql": {"config": "92480819af65f8a34ff3064152c65f3c29192e6e71f7748ccc8796ed82d462e0"},
     "cpu/None": {
         "config": "3409ff86f74dbda1af9801898fee6ffa1faa927a76c7543cdd6964ff7947c110",
         "train": "bd30a5741ca99179ee8798024024ea2fcdd21f169f2fb660508f2175ed3322a2",
@@ -407,16 +415,20 @@ def test_small_aliases_and_merge_keys_work(tmp_path):
             "process:\n  algorithms: [grpo, gigpo, ppo, oracle_q]\n  seeds: *seeds\n",
         )
         .replace(
-            "sweep:\n  t_fractions: [0.5, 1.0]\n  n_samples: 4\n",
-            "sweep:\n  <<: &sweep {t_fractions: [0.25, 1.0], n_samples: 2}\n  t_fractions: [0.5, 1.0]\n"
-            "  n_samples: 4\n",
+            "  t_fractions: [0.125, 0.5, 1.0]\n  n_samples: 2\n",
+            "  <<: &sweep {t_fractions: [0.25, 1.0], n_samples: 3}\n  t_fractions: [0.125, 0.5, 1.0]\n"
+            "  n_samples: 2\n",
         )
     )
     cfg = config.load(_write(tmp_path, text))
-    assert cfg.process.seeds == [0, 1] and cfg.sweep.t_fractions == [0.5, 1.0] and cfg.sweep.n_samples == 4
-    merged = text.replace("  t_fractions: [0.5, 1.0]\n  n_samples: 4\n", "")
+    assert (
+        cfg.process.seeds == [0, 1]
+        and cfg.sweep.t_fractions == [0.125, 0.5, 1.0]
+        and cfg.sweep.n_samples == 2
+    )
+    merged = text.replace("  t_fractions: [0.125, 0.5, 1.0]\n  n_samples: 2\n", "")
     assert config.load(_write(tmp_path, merged, "m.yaml")).sweep.t_fractions == [0.25, 1.0]
-    twice = text.replace("  n_samples: 4\n", "  n_samples: 4\n  n_samples: 5\n", 1)
+    twice = text.replace(", 0.5, 1.0]\n  n_samples: 2\n", ", 0.5, 1.0]\n  n_samples: 2\n  n_samples: 5\n", 1)
     with pytest.raises(ConfigError, match=r"t\.yaml:\d+: key 'n_samples' is given twice"):
         config.load(_write(tmp_path, twice, "t.yaml"))
 

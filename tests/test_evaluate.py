@@ -334,3 +334,41 @@ def test_probe_plays_in_worker_processes_record_what_one_process_records(base_pa
         again = evaluate.recorded_plays("smoke", roster, plays, workers=2)
     assert all(np.array_equal(again[k], values[k]) for k in values)
     assert len(files[1]) == 6 and files[1] == files[2]
+
+
+def test_cells_copied_from_another_evaluation_are_read_back_without_a_rollout(base_path, tmp_path):
+    """Issue 51: notebook 03 reads the cells notebook 02 evaluated (`copy_cells`): the source's records of the wanted
+    tasks, and a cell only where the source holds it whole. The grid then reads the copies instead of rolling them
+    out, and drops what the target held of those cells on another stream (an earlier layout's draws); a copy cut
+    short is dropped and copied again."""
+    cfg = config.load("smoke")
+    tasks = load_tasks("frozenlake", "test", n=4, **settings(cfg))
+    pol = CountingPolicy.from_pretrained(base_path, name="base")
+    sampling = Sampling(1.0, 1.0, 6)
+    src = store.Records(tmp_path / "a" / "eval.jsonl")
+    evaluate.evaluate_grid({"base": pol}, "frozenlake", tasks, [2, 4], 2, sampling, 5, src, require_seed=True)
+    rows = src.read()
+    cut = [r for r in rows if not (r["budget"] == 4 and r["task_id"] == tasks[3].task_id)]
+    src = store.Records.rewrite(src.path, cut)  # the source's budget-4 cell is incomplete
+    dst = store.Records(tmp_path / "b" / "sweep.jsonl")
+    evaluate.evaluate_grid(
+        {"base": pol}, "frozenlake", tasks[:2], [2], 2, sampling, 9, dst, require_seed=True
+    )
+    first = {t.task_id for t in tasks[:2]}
+    want = [r for r in rows if r["budget"] == 2 and r["task_id"] in first]
+    cells = {"two": (tasks, tasks[:2], 2), "four": (tasks, tasks[:2], 4)}
+
+    assert evaluate.copy_cells({"base": pol}, {"base": 5}, cells, 2, src, dst) == {"base": ["four"]}
+    calls = CountingPolicy.calls
+    df = evaluate.evaluate_grid(
+        {"base": pol}, "frozenlake", tasks[:2], [2], 2, sampling, 5, dst, require_seed=True
+    )
+    assert CountingPolicy.calls == calls  # read back, not rolled out
+    assert sorted(map(str, store.Records(dst.path).read())) == sorted(
+        map(str, want)
+    )  # seed 9's draws are gone
+    assert sorted(df["success"].tolist()) == sorted(r["success"] for r in want) and set(df["seed"]) == {5}
+
+    store.Records.rewrite(dst.path, store.Records(dst.path).read()[:-1])  # a copy cut short
+    assert evaluate.copy_cells({"base": pol}, {"base": 5}, cells, 2, src, dst) == {"base": ["four"]}
+    assert sorted(map(str, store.Records(dst.path).read())) == sorted(map(str, want))

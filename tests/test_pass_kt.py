@@ -10,9 +10,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from helpers import config, metrics, pass_kt, store
+from helpers import base_model, budget, budgetmix, config, controls, evaluate, metrics, pass_kt, store
+from helpers.agents import Agent
 from helpers.config import REPO_ROOT
 from helpers.envs import frozenlake as fl
+from helpers.envs import load_tasks, settings
+from helpers.policy import Sampling
 
 COMMITTED = REPO_ROOT / "results"
 
@@ -56,3 +59,56 @@ def test_unsolvable_tasks_score_zero_for_every_model_and_are_the_ones_left_out(s
     counts = pass_kt.solvable_counts(sw, per_task)
     assert counts[max(sw.Ts)] == len(sw.tasks) >= counts[min(sw.Ts)] > 0
     assert list(counts.values()) == sorted(counts.values())  # more turns never make a map unsolvable
+
+
+def test_the_sweep_reads_notebook_02s_cells_and_draws_them_the_same_on_its_own(tmp_path):
+    """Issue 51: the sweep's cells that notebook 02 evaluates too (same agents, budget and samples per task) are 02's
+    records on the sweep's tasks, read without a rollout; the others are drawn on the sweep's own stream. Run on its
+    own (no 02 records), the sweep evaluates those cells as 02 does, so its records are the same either way."""
+    cfg = config.load("smoke")  # sweep: 1, 3 and 6 turns, 2 samples as eval; eval: 2, 3, 5 and 6 turns
+    with store.results_at(tmp_path / "base"):
+        path = base_model.path_of(cfg)
+    tasks = load_tasks("frozenlake", "test", n=cfg.sweep.n_tasks, seed=cfg.seed, **settings(cfg))
+    cells = budget.fraction_cells(tasks, cfg.sweep.t_fractions)
+    group = {"base-s0": Agent("base", path, cfg), "sharp-s0": Agent("base", path, cfg, temperature=0.5)}
+    methods = {"base": ["base-s0"], "sharp": ["sharp-s0"]}
+    by_T = {b: {b: ts} for (_, b), ts in cells.items()}
+    sw = pass_kt.Sweep("frozenlake", tasks, cells, by_T, group, methods, {0: group})
+    shared = pass_kt.shared_cells(cfg, sw)
+    assert set(shared) == {(3, 3), (6, 6)} and set(sw.Ts) == {1, 3, 6}
+
+    sampling = Sampling.from_config(cfg.sampling)
+    frames = {}
+    for series in ("with_02", "alone"):
+        with store.results_at(tmp_path / series):
+            if series == "with_02":  # notebook 02's evaluation of this group
+                _, theirs = budgetmix.eval_cells(cfg)
+                evaluate.evaluate_cells(
+                    group,
+                    "frozenlake",
+                    {(f, b): (ts, b) for (f, b), ts in theirs.items()},
+                    cfg.eval.n_samples,
+                    sampling,
+                    seed=budgetmix.eval_stream(cfg, 0),
+                    records=store.Records(store.profile_dir("smoke") / budgetmix.NAME / "eval_records.jsonl"),
+                    require_seed=True,
+                )
+            frames[series] = pass_kt.evaluate(cfg, sw, _Records(tmp_path / series / "03"))
+    # alone, the sweep evaluated 02's cells (its 6 tasks x 2 samples at 3 and 6 turns, both agents) in its folder
+    assert not (tmp_path / "with_02" / "03" / "eval_records.jsonl").exists()
+    assert len(store.Records(tmp_path / "alone" / "03" / "eval_records.jsonl").read()) == 2 * 2 * 6 * 2
+    with_02, alone = frames["with_02"], frames["alone"]
+    assert set(with_02["budget"]) == {1, 3, 6}
+    assert sorted(map(str, with_02.to_dict("records"))) == sorted(map(str, alone.to_dict("records")))
+    theirs = pd.DataFrame(
+        store.Records(tmp_path / "with_02" / "smoke" / budgetmix.NAME / "eval_records.jsonl").read()
+    )
+    ids = {t.task_id for t in tasks}
+    for b in (3, 6):
+        mine = with_02[with_02["budget"] == b]  # T is the budget here (one T_max)
+        assert set(mine["seed"]) == {budgetmix.eval_stream(cfg, 0)}
+        assert sorted(map(str, mine.to_dict("records"))) == sorted(
+            map(str, theirs[(theirs["budget"] == b) & theirs["task_id"].isin(ids)].to_dict("records"))
+        )
+    own = with_02[with_02["budget"] == 1]
+    assert set(own["seed"]) == {controls.stream(cfg.seed + 3000, 0)} and len(own) == len(tasks) * 2 * 2

@@ -103,6 +103,7 @@ BY_NAME = (
     speed.case_instrument,
     speed.case_plays,
     speed.case_maps,
+    speed.case_sweep,
     answers._a00a,  # helpers/exercises/answers.py: READERS, every _aNNx of the module
     answers._a00b,
     answers._a00c,

@@ -30,6 +30,10 @@ they are:
   continuations from each, as notebooks 04 and 05 play them through `evaluate.recorded_plays`), one agent after
   another in this process with two torch threads, as the notebook's kernel ran them (before), against two agents at a
   time in worker processes of one thread (`eval.workers` 2); byte-identical probe files. Needs two idle cores.
+* `sweep`: notebook 03's evaluation of one seed group (the base and the sharpened base: 50 test maps x 8 samples at
+  every T of `sweep.t_fractions`), every cell drawn on the sweep's own stream (before) against the cells notebook 02
+  evaluates too read from its records (`pass_kt.shared_cells`; 02's evaluation of the group is made first, untimed)
+  and the others drawn; other draws at the shared T: both mean successes are printed.
 * `maps`: the cpu profile's selected FrozenLake map set (its random maps: 750 training and 75 test maps), every
   candidate judged here one by one (`frozenlake_maps.DRAW_WORKERS = 1`, before) against blocks of candidates judged
   by two worker processes; the same maps. Needs two idle cores.
@@ -59,10 +63,12 @@ from helpers import (
     base_model,
     budget,
     budget_reading,
+    budgetmix,
     config,
     evaluate,
     instrument,
     models,
+    pass_kt,
     probing,
     rollout,
     store,
@@ -75,7 +81,18 @@ from helpers.policy import HFPolicy, Sampling
 from helpers.ppo import ppo_update
 from helpers.rl_runs import probe_pool
 
-CASES = ("update", "attention", "chunks", "probe", "monitor", "tokenise", "instrument", "plays", "maps")
+CASES = (
+    "update",
+    "attention",
+    "chunks",
+    "probe",
+    "monitor",
+    "tokenise",
+    "instrument",
+    "plays",
+    "maps",
+    "sweep",
+)
 
 
 def alternate(old: Callable, new: Callable, repeats: int) -> tuple[float, float, object, object]:
@@ -90,7 +107,9 @@ def alternate(old: Callable, new: Callable, repeats: int) -> tuple[float, float,
     return statistics.median(times["old"]), statistics.median(times["new"]), out["old"], out["new"]
 
 
-def case_update(cfg, repeats: int) -> dict:
+def update_setting(cfg, mode: str = "budgetmix") -> tuple:
+    """The committed base as a trainable policy and as the frozen reference, and one RL step's trajectories of it
+    (`train.tasks_per_step` training maps x `train.group_size`, budgets by `mode`)."""
     model, tok = models.load_trainable(base_model.path_of(cfg), device="cpu")
     ref, _ = models.load(base_model.path_of(cfg), device="cpu", dtype=cfg.model.dtype)
     tasks = load_tasks(cfg.env.name, "train", seed=cfg.seed, **settings(cfg))
@@ -101,23 +120,34 @@ def case_update(cfg, repeats: int) -> dict:
         HFPolicy(model, tok),
         cfg.env.name,
         step,
-        task_budgets("budgetmix", [t.t_max for t in step], rng),
+        task_budgets(mode, [t.t_max for t in step], rng),
         cfg.train.group_size,
         Sampling.from_config(cfg.sampling),
         seed=1,
         step_quality=False,
     )
+    return model, ref, trajs
+
+
+def one_update(cfg, model, ref, trajs, **train) -> Callable:
+    """One `ppo_update` from the base's weights and a fresh AdamW, with `train` knobs set; returns the weights."""
     weights = copy.deepcopy(model.state_dict())
+    c = config.load(cfg.profile, train=train)
+
+    def run():
+        model.load_state_dict(weights)
+        opt = torch.optim.AdamW(model.parameters(), lr=cfg.train.lr, weight_decay=cfg.train.weight_decay)
+        ppo_update(model, ref, opt, trajs, c, np.random.default_rng(0))
+        return [p.detach().clone() for p in model.parameters()]
+
+    return run
+
+
+def case_update(cfg, repeats: int) -> dict:
+    model, ref, trajs = update_setting(cfg)
 
     def update(micro: int):
-        def run():
-            model.load_state_dict(weights)
-            opt = torch.optim.AdamW(model.parameters(), lr=cfg.train.lr, weight_decay=cfg.train.weight_decay)
-            c = config.load(cfg.profile, train={"micro_batch_size": micro})
-            ppo_update(model, ref, opt, trajs, c, np.random.default_rng(0))
-            return [p.detach().clone() for p in model.parameters()]
-
-        return run
+        return one_update(cfg, model, ref, trajs, micro_batch_size=micro)
 
     old_s, new_s, a, b = alternate(update(32), update(8), repeats)
     delta = max(float((x - y).abs().max()) for x, y in zip(a, b, strict=True))
@@ -350,6 +380,70 @@ def case_maps(cfg, repeats: int) -> dict:
         "new_s": new_s,
         "identical": a == b,
         "note": f"{n_train} training and {n_test} test maps of the cpu rule, judged here vs by 2 workers",
+    }
+
+
+class _Folder:
+    """Stands in for notebook 03's `store.Run`: `pass_kt.evaluate` only asks it for its record files."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+
+    def records(self, name: str) -> store.Records:
+        return store.Records(self.folder / f"{name}.jsonl")
+
+
+def case_sweep(cfg, repeats: int) -> dict:
+    cfg = config.load(cfg.profile, eval={"workers": 1})  # one process, as every case
+    path = base_model.path_of(cfg)
+    group = {"base-s0": Agent("base", path, cfg), "sharp-s0": Agent("base", path, cfg, temperature=0.7)}
+    tasks = load_tasks(cfg.env.name, "test", n=cfg.sweep.n_tasks, seed=cfg.seed, **settings(cfg))
+    cells = budget.fraction_cells(tasks, cfg.sweep.t_fractions)
+    by_T = {b: {b: ts} for (_, b), ts in cells.items()}
+    sw = pass_kt.Sweep(
+        cfg.env.name, tasks, cells, by_T, group, {"base": ["base-s0"], "sharp": ["sharp-s0"]}, {0: group}
+    )
+    shared = pass_kt.shared_cells(cfg, sw)
+    sampling = Sampling.from_config(cfg.sampling)
+    with tempfile.TemporaryDirectory() as root, store.results_at(Path(root)):
+        _, theirs = budgetmix.eval_cells(cfg)
+        evaluate.evaluate_cells(  # notebook 02's evaluation of the group (untimed)
+            group,
+            cfg.env.name,
+            {(f, b): (ts, b) for (f, b), ts in theirs.items()},
+            cfg.eval.n_samples,
+            sampling,
+            seed=budgetmix.eval_stream(cfg, 0),
+            records=store.Records(
+                store.profile_dir(cfg.results_name) / budgetmix.NAME / "eval_records.jsonl"
+            ),
+            require_seed=True,
+        )
+        runs = iter(range(2 * repeats))
+
+        def sweep(borrow: bool):
+            def run():
+                kept = pass_kt.shared_cells
+                if not borrow:
+                    pass_kt.shared_cells = lambda cfg, sw: {}
+                try:
+                    df = pass_kt.evaluate(cfg, sw, _Folder(Path(root) / f"03-{next(runs)}"))
+                finally:
+                    pass_kt.shared_cells = kept
+                at = df["budget"].isin([b for _, b in shared])
+                return float(df[at]["success"].mean()), len(df)
+
+            return run
+
+        old_s, new_s, a, b = alternate(sweep(False), sweep(True), repeats)
+    return {
+        "old_s": old_s,
+        "new_s": new_s,
+        "identical": False,
+        "note": (
+            f"{b[1]} records, T = {sorted(sw.Ts)}, {len(shared)} of them 02's; other draws there: success "
+            f"{a[0]:.3f} (drawn), {b[0]:.3f} (02's)"
+        ),
     }
 
 

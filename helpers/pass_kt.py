@@ -462,7 +462,10 @@ def doorway_pass(
     for kk in sorted({1, k}):
         t = pass_at_t(sw, metrics.per_task_pass(df, kk), kk, n_boot, ci, seed)
         out[f"pass_at_{kk}"] = {
-            m: {str(r.T): float(r["pass"]) for _, r in t[t["method"] == m].iterrows()} for m in sw.methods
+            m: {
+                str(int(r["T"])): float(r["pass"]) for _, r in t[t["method"] == m].sort_values("T").iterrows()
+            }
+            for m in sw.methods
         }
         out[f"optimum_at_{kk}"] = {str(T): v for T, v in sw.bound(kk).items()}
         out[f"rush_at_{kk}"] = {str(T): float(1 - (1 - rush[T]) ** kk) for T in sw.Ts}

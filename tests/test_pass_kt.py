@@ -13,8 +13,8 @@ import pytest
 from helpers import base_model, budget, budgetmix, config, controls, evaluate, metrics, pass_kt, store
 from helpers.agents import Agent
 from helpers.config import REPO_ROOT
+from helpers.envs import doorway, load_tasks, settings
 from helpers.envs import frozenlake as fl
-from helpers.envs import load_tasks, settings
 from helpers.policy import Sampling
 
 COMMITTED = REPO_ROOT / "results"
@@ -33,7 +33,22 @@ def sweep_and_tasks(tmp_path_factory):
         # otherwise, and evaluating the current roster would sample the whole sweep); T is the budget (one T_max)
         df = pd.DataFrame(_Records(copy).records("sweep_records").read())
         df = df[df["task_id"].isin({t.task_id for t in sw.tasks})]
-        return sw, metrics.per_task_pass(df, cfg.sweep.pass_t_k)
+        return sw, metrics.per_task_pass(df, cfg.sweep.pass_t_k), df
+
+
+def test_doorway_pass_is_keyed_and_ordered_by_T(sweep_and_tasks):
+    """The doorway maps' Pass@(1, T) and Pass@(k, T) per method: one entry per T, in order, each the method's Pass@T
+    on the doorway maps alone (until 2026-12-07 the keys were the rows' text and the values in the table's row order,
+    so the findings printed them out of order)."""
+    sw, _, df = sweep_and_tasks
+    door = sw.subset(doorway.FAMILY)
+    d = pass_kt.doorway_pass(sw, df, 8, n_boot=20)
+    for k in (1, 8):
+        table = pass_kt.pass_at_t(door, metrics.per_task_pass(door.records(df), k), k, n_boot=20)
+        for m, by_T in d[f"pass_at_{k}"].items():
+            assert list(by_T) == [str(T) for T in door.Ts]
+            want = table[table["method"] == m].set_index("T")["pass"]
+            assert by_T == {str(T): pytest.approx(float(want[T])) for T in door.Ts}
 
 
 class _Records:
@@ -47,7 +62,7 @@ class _Records:
 
 
 def test_unsolvable_tasks_score_zero_for_every_model_and_are_the_ones_left_out(sweep_and_tasks):
-    sw, per_task = sweep_and_tasks
+    sw, per_task, _ = sweep_and_tasks
     kept = pass_kt.solvable(sw, per_task)
     left_out = per_task.drop(kept.index)
     by_id = {t.task_id: t for t in sw.tasks}

@@ -15,6 +15,7 @@ import hashlib
 import json
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -227,7 +228,7 @@ def copy_cells(
     seeds: dict[str, int],
     cells: dict[Hashable, tuple[list[Task], list[Task], int]],
     n_samples: int,
-    source: store.Records,
+    source: Path,
     target: store.Records,
 ) -> dict[str, list[Hashable]]:
     """Copy complete cells of another evaluation into `target`: for each cell key -> (the source's tasks, the tasks
@@ -237,7 +238,8 @@ def copy_cells(
 
     Cells complete in `target` already are left alone; an incomplete one there (a kill mid-append) is dropped first.
     After the copy, `evaluate_grid` on `target` with the wanted tasks, the budget and the seed reads these cells
-    instead of rolling them out. Returns the cells the source could not give, by model (loading nothing)."""
+    instead of rolling them out. `source` is a records file, only read (a missing one gives nothing, and no folder is
+    made for it). Returns the cells the source could not give, by model (loading nothing)."""
     ids = {name: agent_id(m) for name, m in models.items()}
     keys_at: dict[int, list[Hashable]] = {}
     for key, (_, _, b) in cells.items():
@@ -265,7 +267,7 @@ def copy_cells(
         )
     missing: dict[str, list[Hashable]] = {}
     if todo:
-        got = by_cell(source.read(require=RECORD_KEYS) if source.path.exists() else [], whole)
+        got = by_cell(store.Records(source).read(require=RECORD_KEYS) if source.exists() else [], whole)
         copied: dict[int, dict] = {}  # by identity: a record of two cells (the same budget) is copied once
         for name, key in todo:
             if len(got[(name, key)]) == len(whole[key]) * n_samples:

@@ -146,9 +146,9 @@ def evaluate(cfg: Config, sw: Sweep, out: store.Run) -> pd.DataFrame:
     cells = {(T, b): (ts, b) for T, cell in sw.by_T.items() for b, ts in cell.items()}
     shared = shared_cells(cfg, sw)
     records = out.records("sweep_records")
-    theirs = store.Records(
+    theirs = (
         store.profile_dir(cfg.results_name) / budgetmix.NAME / f"{budgetmix.EVAL_RECORDS}.jsonl"
-    )
+    )  # read only
     groups = sw.groups or {0: sw.agents}
     if shared:  # 02's draws: each agent's cells on its group's stream in 02
         seeds = {name: budgetmix.eval_stream(cfg, k) for k, group in groups.items() for name in group}
@@ -169,7 +169,7 @@ def evaluate(cfg: Config, sw: Sweep, out: store.Run) -> pd.DataFrame:
                         require_seed=True,
                         workers=cfg.eval.workers,
                     )
-            left = evaluation.copy_cells(sw.agents, seeds, shared, cfg.sweep.n_samples, here, records)
+            left = evaluation.copy_cells(sw.agents, seeds, shared, cfg.sweep.n_samples, here.path, records)
             if left:
                 raise RuntimeError(f"{here.path}: the cells evaluated for the sweep are not complete: {left}")
     parts = []

@@ -358,7 +358,7 @@ def test_cells_copied_from_another_evaluation_are_read_back_without_a_rollout(ba
     want = [r for r in rows if r["budget"] == 2 and r["task_id"] in first]
     cells = {"two": (tasks, tasks[:2], 2), "four": (tasks, tasks[:2], 4)}
 
-    assert evaluate.copy_cells({"base": pol}, {"base": 5}, cells, 2, src, dst) == {"base": ["four"]}
+    assert evaluate.copy_cells({"base": pol}, {"base": 5}, cells, 2, src.path, dst) == {"base": ["four"]}
     calls = CountingPolicy.calls
     df = evaluate.evaluate_grid(
         {"base": pol}, "frozenlake", tasks[:2], [2], 2, sampling, 5, dst, require_seed=True
@@ -370,5 +370,5 @@ def test_cells_copied_from_another_evaluation_are_read_back_without_a_rollout(ba
     assert sorted(df["success"].tolist()) == sorted(r["success"] for r in want) and set(df["seed"]) == {5}
 
     store.Records.rewrite(dst.path, store.Records(dst.path).read()[:-1])  # a copy cut short
-    assert evaluate.copy_cells({"base": pol}, {"base": 5}, cells, 2, src, dst) == {"base": ["four"]}
+    assert evaluate.copy_cells({"base": pol}, {"base": 5}, cells, 2, src.path, dst) == {"base": ["four"]}
     assert sorted(map(str, store.Records(dst.path).read())) == sorted(map(str, want))

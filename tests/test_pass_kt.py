@@ -111,6 +111,7 @@ def test_the_sweep_reads_notebook_02s_cells_and_draws_them_the_same_on_its_own(t
             frames[series] = pass_kt.evaluate(cfg, sw, _Records(tmp_path / series / "03"))
     # alone, the sweep evaluated 02's cells (its 6 tasks x 2 samples at 3 and 6 turns, both agents) in its folder
     assert not (tmp_path / "with_02" / "03" / "eval_records.jsonl").exists()
+    assert not (tmp_path / "alone" / "smoke" / budgetmix.NAME).exists()  # 02's folder is read, never made
     assert len(store.Records(tmp_path / "alone" / "03" / "eval_records.jsonl").read()) == 2 * 2 * 6 * 2
     with_02, alone = frames["with_02"], frames["alone"]
     assert set(with_02["budget"]) == {1, 3, 6}

@@ -121,11 +121,9 @@ def evaluate_grid(
         for m, T, a, sd in counts
         if m in models and T in budgets and ((m, T) not in done or (a, sd) != (ids[m], seed))
     }
-    if (
-        stale
-    ):  # rewrite the file without them: only these tasks' records at the budgets asked for (cells of other
-        # tasks at the same budget, and of other budgets on another stream, share the file: `evaluate_cells`,
-        # `copy_cells`)
+    # rewrite the file without them: only these tasks' records at the budgets asked for (cells of other tasks at the
+    # same budget, and of other budgets on another stream, share the file: `evaluate_cells`, `copy_cells`)
+    if stale:
         keep = [r for r in rows if r["task_id"] not in wanted or cell(r) not in stale]
         records, rows = store.Records.rewrite(records.path, keep), keep
     # model -> its budgets still to roll out, in the caller's order (a model with none is never loaded)

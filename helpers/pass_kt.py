@@ -150,56 +150,42 @@ def evaluate(cfg: Config, sw: Sweep, out: store.Run) -> pd.DataFrame:
         store.profile_dir(cfg.results_name) / budgetmix.NAME / f"{budgetmix.EVAL_RECORDS}.jsonl"
     )  # read only
     groups = sw.groups or {0: sw.agents}
+
+    def grid(agents: dict, grid_cells: dict, seed: int, into: store.Records) -> dict:
+        return evaluation.evaluate_cells(
+            agents,
+            cfg.env.name,
+            grid_cells,
+            cfg.sweep.n_samples,
+            sampling,
+            seed=seed,
+            records=into,
+            require_seed=True,
+            workers=cfg.eval.workers,
+        )
+
     if shared:  # 02's draws: each agent's cells on its group's stream in 02
         seeds = {name: budgetmix.eval_stream(cfg, k) for k, group in groups.items() for name in group}
         missing = evaluation.copy_cells(sw.agents, seeds, shared, cfg.sweep.n_samples, theirs, records)
-        if missing:  # evaluated here as notebook 02 evaluates them, then copied from there
+        if missing:  # evaluated here as notebook 02 evaluates them (its tasks), then copied from there
             here = out.records(budgetmix.EVAL_RECORDS)
+            theirs_cells = {key: (src, b) for key, (src, _, b) in shared.items()}
             for k, group in groups.items():
                 todo = {name: agent for name, agent in group.items() if name in missing}
                 if todo:
-                    evaluation.evaluate_cells(
-                        todo,
-                        cfg.env.name,
-                        {key: (src, b) for key, (src, _, b) in shared.items()},
-                        cfg.eval.n_samples,
-                        sampling,
-                        seed=budgetmix.eval_stream(cfg, k),
-                        records=here,
-                        require_seed=True,
-                        workers=cfg.eval.workers,
-                    )
+                    grid(todo, theirs_cells, budgetmix.eval_stream(cfg, k), here)
             left = evaluation.copy_cells(sw.agents, seeds, shared, cfg.sweep.n_samples, here.path, records)
             if left:
                 raise RuntimeError(f"{here.path}: the cells evaluated for the sweep are not complete: {left}")
+    ours = {key: (ts, b) for key, (_, ts, b) in shared.items()}  # the copies, on the sweep's tasks
+    own = {key: cell for key, cell in cells.items() if key not in shared}
     parts = []
     for k, group in groups.items():
         frames = {}
-        if shared:
-            frames |= evaluation.evaluate_cells(  # reads the copies back
-                group,
-                cfg.env.name,
-                {key: (ts, b) for key, (_, ts, b) in shared.items()},
-                cfg.sweep.n_samples,
-                sampling,
-                seed=budgetmix.eval_stream(cfg, k),
-                records=records,
-                require_seed=True,
-                workers=cfg.eval.workers,
-            )
-        own = {key: cell for key, cell in cells.items() if key not in shared}
+        if shared:  # reads the copies back
+            frames |= grid(group, ours, budgetmix.eval_stream(cfg, k), records)
         if own:
-            frames |= evaluation.evaluate_cells(
-                group,
-                cfg.env.name,
-                own,
-                cfg.sweep.n_samples,
-                sampling,
-                seed=controls.stream(cfg.seed + 3000, k),
-                records=records,
-                require_seed=True,
-                workers=cfg.eval.workers,
-            )
+            frames |= grid(group, own, controls.stream(cfg.seed + 3000, k), records)
         parts += [frames[(T, b)].assign(budget=T) for T, b in cells]
     return pd.concat(parts, ignore_index=True)
 
